@@ -1,0 +1,38 @@
+"""Deploy-time settings, read once from the environment (prefix FOLEY_) and validated at startup.
+
+Model hyperparameters are not here: they live in each tier's config.json beside its weights.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="FOLEY_", extra="ignore")
+
+    models_dir: Path = Field(default=REPO_ROOT / "engines" / "artifacts")
+    default_tier: str = "preview"
+    backend: str = "onnxruntime"
+    intra_op_threads: int = Field(default=0, ge=0, description="0 = one per core")
+
+    # Input limits: a tiny file can declare a huge frame or a 12-hour duration.
+    max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)
+    max_duration_s: float = Field(default=3 * 3600.0, gt=0)
+    max_pixels: int = Field(default=4096 * 2304, gt=0)
+    decode_stall_timeout_s: float = Field(default=30.0, gt=0)
+
+    work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

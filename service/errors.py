@@ -1,0 +1,49 @@
+"""Typed errors with a stable code, raised at boundaries and mapped to HTTP/CLI by the transports.
+
+The pipeline never formats HTTP responses: it raises one of these, and `service.api` turns
+`code` into a status and a JSON body, `service.cli` into a one-line message and exit status.
+"""
+
+from __future__ import annotations
+
+
+class FoleyError(Exception):
+    """Base error: `code` is a stable machine-readable string, `reason` a human sentence."""
+
+    code: str = "internal_error"
+    http_status: int = 500
+
+    def __init__(self, reason: str, *, code: str | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if code is not None:
+            self.code = code
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.reason}"
+
+
+class InvalidInput(FoleyError):
+    """The client sent something we cannot process (bad file, bad parameter)."""
+
+    code = "invalid_input"
+    http_status = 422
+
+
+class MediaError(InvalidInput):
+    """The uploaded media cannot be decoded within the limits (codes: see service.media)."""
+
+    code = "invalid_media"
+    http_status = 422
+
+
+class LimitExceeded(InvalidInput):
+    """The input is larger than a configured limit (pixels, duration, upload bytes)."""
+
+    code = "limit_exceeded"
+    http_status = 413
+
+
+class NotReady(FoleyError):
+    code = "not_ready"
+    http_status = 503

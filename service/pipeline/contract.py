@@ -1,0 +1,137 @@
+"""The stage contract of a model tier, read from `<models_dir>/<tier>/config.json`.
+
+Four stages, one direction; T = model video frames, M = T * mels_per_frame acoustic frames,
+S = M * hop audio samples:
+
+    preprocess  decoded frames (pts_s, HxWx3 uint8)  -> frames [1, T, 3, H, W] float32 in [0, 1]
+                                                        age    [1, T] float32 in [0, 1)
+    encoder     frames, age                          -> features [1, T, D] float32
+    generator   features                             -> mel [1, M, n_mels] float32 (natural-log mel)
+    vocoder     mel                                  -> audio [1, S] float32 in [-1, 1]
+
+Model frame k stands for the time `t0 + k / fps`, t0 being the first video frame's presentation
+time; acoustic frame m owns samples [m * hop, (m + 1) * hop). Every stage is time-invariant with a
+bounded receptive field (`left_context`, `right_context`, in that stage's input frames), which is
+what lets `service.pipeline.offline` cut a clip of any length into windows whose joins are exact.
+
+The config is written by `engines.export` from the trained model; nothing here is a default for a
+model hyperparameter.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    file: str
+    inputs: dict[str, list[int | str]]
+    outputs: dict[str, list[int | str]]
+    left_context: int
+    right_context: int
+
+
+@dataclass(frozen=True)
+class MelSpec:
+    n_mels: int
+    n_fft: int
+    fmin: float
+    fmax: float
+    log_floor: float
+
+
+@dataclass(frozen=True)
+class TierConfig:
+    name: str
+    version: str
+    path: Path
+    fps: int
+    width: int
+    height: int
+    sample_rate: int
+    hop: int
+    mel: MelSpec
+    feature_dim: int
+    encoder: StageSpec
+    generator: StageSpec
+    vocoder: StageSpec
+
+    @property
+    def mels_per_frame(self) -> int:
+        return self.sample_rate // (self.hop * self.fps)
+
+    @property
+    def samples_per_frame(self) -> int:
+        return self.sample_rate // self.fps
+
+    @property
+    def stages(self) -> tuple[StageSpec, StageSpec, StageSpec]:
+        return (self.encoder, self.generator, self.vocoder)
+
+    @property
+    def left_context_frames(self) -> int:
+        """Video frames of history a window needs for its first output sample to be exact."""
+        vocoder = math.ceil(self.vocoder.left_context / self.mels_per_frame)
+        return self.encoder.left_context + self.generator.left_context + vocoder + 1
+
+    @property
+    def right_context_frames(self) -> int:
+        """Video frames of lookahead a window needs for its last output sample to be exact."""
+        vocoder = math.ceil(self.vocoder.right_context / self.mels_per_frame)
+        return self.encoder.right_context + self.generator.right_context + vocoder + 1
+
+    def num_frames(self, duration_s: float) -> int:
+        """Model frames covering `duration_s` (the last one may be partial)."""
+        return max(1, math.ceil(duration_s * self.fps - 1e-6))
+
+    def num_samples(self, duration_s: float) -> int:
+        return round(duration_s * self.sample_rate)
+
+
+def _stage(name: str, raw: dict) -> StageSpec:
+    return StageSpec(
+        name=name,
+        file=raw["file"],
+        inputs=raw["inputs"],
+        outputs=raw["outputs"],
+        left_context=int(raw["left_context"]),
+        right_context=int(raw["right_context"]),
+    )
+
+
+def load_tier(models_dir: Path, tier: str) -> TierConfig:
+    path = Path(models_dir) / tier
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"tier {tier!r}: no config.json in {path}")
+    raw = json.loads(config_file.read_text())
+    video, audio, stages = raw["video"], raw["audio"], raw["stages"]
+    config = TierConfig(
+        name=raw["name"],
+        version=raw["version"],
+        path=path,
+        fps=int(video["fps"]),
+        width=int(video["width"]),
+        height=int(video["height"]),
+        sample_rate=int(audio["sample_rate"]),
+        hop=int(audio["hop"]),
+        mel=MelSpec(
+            n_mels=int(audio["n_mels"]),
+            n_fft=int(audio["mel_n_fft"]),
+            fmin=float(audio["mel_fmin"]),
+            fmax=float(audio["mel_fmax"]),
+            log_floor=float(audio["log_floor"]),
+        ),
+        feature_dim=int(raw["feature_dim"]),
+        encoder=_stage("encoder", stages["encoder"]),
+        generator=_stage("generator", stages["generator"]),
+        vocoder=_stage("vocoder", stages["vocoder"]),
+    )
+    if config.sample_rate % (config.hop * config.fps):
+        raise ValueError(f"tier {tier!r}: sample_rate must be a multiple of hop * fps")
+    return config
