@@ -1,0 +1,47 @@
+"""Hyperparameters of the reference model, one dataclass per tier; the export writes them into the
+tier's config.json, which is the only place the service reads them from."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from engines.models.encoder import VisualEncoder
+from engines.models.generator import Generator
+from engines.models.vocoder import Vocoder
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "preview"
+    version: str = "0.1.0"
+    fps: int = 30
+    width: int = 64
+    height: int = 64
+    sample_rate: int = 48000
+    hop: int = 400  # 120 acoustic frames per second: 4 per video frame, 8.3 ms each
+    n_mels: int = 64
+    mel_n_fft: int = 1600
+    mel_fmin: float = 0.0
+    mel_fmax: float = 24000.0
+    log_floor: float = 1e-5
+    feature_dim: int = 96
+    generator_dim: int = 128
+    vocoder_dim: int = 128
+    vocoder_hidden: int = 384
+    vocoder_blocks: int = 4
+
+    @property
+    def mels_per_frame(self) -> int:
+        return self.sample_rate // (self.hop * self.fps)
+
+    def build(self) -> tuple[VisualEncoder, Generator, Vocoder]:
+        encoder = VisualEncoder(height=self.height, width=self.width, dim=self.feature_dim)
+        generator = Generator(feature_dim=self.feature_dim, n_mels=self.n_mels,
+                              mels_per_frame=self.mels_per_frame, dim=self.generator_dim,
+                              log_floor=self.log_floor)
+        vocoder = Vocoder(n_mels=self.n_mels, hop=self.hop, dim=self.vocoder_dim,
+                          hidden=self.vocoder_hidden, blocks=self.vocoder_blocks)
+        return encoder, generator, vocoder
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,63 @@
+"""Causal building blocks shared by the three model stages.
+
+Causality is what makes offline windows exact and streaming possible: a layer's output at step t
+depends on inputs <= t (plus an explicit, declared lookahead). Each layer reports its receptive
+field so the exported config can state the stage's context without hand-counting.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+class CausalConv1d(nn.Conv1d):
+    """(B, C_in, L) -> (B, C_out, L); output t sees inputs [t - (k-1)*d - lookahead... t + lookahead]."""
+
+    def __init__(self, c_in: int, c_out: int, kernel: int, *, dilation: int = 1,
+                 groups: int = 1, lookahead: int = 0) -> None:
+        super().__init__(c_in, c_out, kernel, dilation=dilation, groups=groups)
+        span = (kernel - 1) * dilation
+        if lookahead > span:
+            raise ValueError("lookahead larger than the kernel span")
+        self.pad_left = span - lookahead
+        self.pad_right = lookahead
+
+    @property
+    def left_context(self) -> int:
+        return self.pad_left
+
+    @property
+    def right_context(self) -> int:
+        return self.pad_right
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(F.pad(x, (self.pad_left, self.pad_right)))
+
+
+class ChannelLayerNorm(nn.LayerNorm):
+    """LayerNorm over channels of a (B, C, L) tensor."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class ConvNeXtBlock(nn.Module):
+    """Vocos-style block, causal: depthwise conv -> LN -> pointwise MLP -> layer scale."""
+
+    def __init__(self, dim: int, hidden: int, kernel: int = 7, dilation: int = 1) -> None:
+        super().__init__()
+        self.dwconv = CausalConv1d(dim, dim, kernel, dilation=dilation, groups=dim)
+        self.norm = ChannelLayerNorm(dim)
+        self.pw1 = nn.Conv1d(dim, hidden, 1)
+        self.pw2 = nn.Conv1d(hidden, dim, 1)
+        self.scale = nn.Parameter(torch.full((1, dim, 1), 0.1))
+
+    @property
+    def left_context(self) -> int:
+        return self.dwconv.left_context
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.pw2(F.gelu(self.pw1(self.norm(self.dwconv(x)))))
+        return x + self.scale * y

@@ -1,0 +1,66 @@
+"""Training clips in memory: model-rate frames (through the service's own preprocess), log-mel
+targets, onset targets and the ground-truth waveform, all on the stage contract's clock."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from engines.models.config import ModelConfig
+from engines.models.mel import LogMel
+from service.pipeline.preprocess import resample_clip
+
+log = logging.getLogger(__name__)
+
+# Impacts softer than this make no audible onset in the synthesised audio: no onset target.
+MIN_IMPULSE_NS = 1e-3
+
+
+@dataclass
+class TrainClip:
+    rgb: torch.Tensor  # (T, H, W, 3) uint8
+    age: torch.Tensor  # (T,) float32
+    mel: torch.Tensor  # (T * R, n_mels) float32
+    onset: torch.Tensor  # (T * R,) float32 in {0, 1}
+    audio: torch.Tensor  # (T * samples_per_frame,) float32
+
+
+def log_mel(cfg: ModelConfig) -> LogMel:
+    return LogMel(sample_rate=cfg.sample_rate, hop=cfg.hop, n_fft=cfg.mel_n_fft,
+                  n_mels=cfg.n_mels, fmin=cfg.mel_fmin, fmax=cfg.mel_fmax,
+                  log_floor=cfg.log_floor)
+
+
+def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
+    with np.load(path) as z:
+        duration = float(z["duration_s"])
+        num_frames = max(1, int(np.ceil(duration * cfg.fps - 1e-6)))
+        frames = resample_clip(z["times_s"], z["frames"], fps=cfg.fps, num_frames=num_frames)
+        spf = cfg.sample_rate // cfg.fps
+        audio = np.zeros(num_frames * spf, np.float32)
+        src = z["audio"][: len(audio)]
+        audio[: len(src)] = src
+        impacts = z["impacts"]
+    onset = np.zeros(num_frames * cfg.mels_per_frame, np.float32)
+    audible = impacts[impacts["impulse"] >= MIN_IMPULSE_NS]
+    index = np.floor(audible["time"] * cfg.sample_rate / cfg.hop).astype(int)
+    onset[index[(index >= 0) & (index < len(onset))]] = 1.0
+    audio_t = torch.from_numpy(audio)
+    with torch.no_grad():
+        target = mel(audio_t[None])[0]
+    return TrainClip(torch.from_numpy(frames.rgb), torch.from_numpy(frames.age), target,
+                     torch.from_numpy(onset), audio_t)
+
+
+def load_clips(data_dir: Path, cfg: ModelConfig, limit: int | None = None) -> list[TrainClip]:
+    paths = sorted(Path(data_dir).glob("*.npz"))[:limit]
+    if not paths:
+        raise FileNotFoundError(f"no .npz clips in {data_dir}")
+    mel = log_mel(cfg)
+    clips = [load_clip(p, cfg, mel) for p in paths]
+    log.info("loaded %d clips from %s", len(clips), data_dir)
+    return clips
