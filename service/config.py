@@ -28,6 +28,12 @@ class Settings(BaseSettings):
     max_pixels: int = Field(default=4096 * 2304, gt=0)
     decode_stall_timeout_s: float = Field(default=30.0, gt=0)
 
+    # A render already spreads over every core (intra-op threads): two at once only share them.
+    max_concurrent_renders: int = Field(default=1, ge=1)
+    # Renders that may wait for a slot before new requests get 503 busy, so uploads do not pile
+    # up on disk behind a long queue.
+    max_queued_renders: int = Field(default=8, ge=0)
+
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"
     port: int = 8000

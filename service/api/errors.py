@@ -1,0 +1,100 @@
+"""HTTP-only errors and the handlers that give every error response one JSON shape.
+
+`{"error": {"code": ..., "reason": ...}}` for a FoleyError (its own status), a request validation
+error (422), an HTTP error from routing (404, 405) and an unexpected exception (500).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from http import HTTPStatus
+from typing import Any, ClassVar
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from service.api.schemas import error_content
+from service.errors import FoleyError, InvalidInput, LimitExceeded
+
+logger = logging.getLogger(__name__)
+
+
+class UploadTooLarge(LimitExceeded):
+    code = "upload_too_large"
+    # The rest of the body is never read: close the connection rather than leave it unread.
+    headers: ClassVar[dict[str, str]] = {"Connection": "close"}
+
+
+class UnsupportedContentType(InvalidInput):
+    code = "unsupported_content_type"
+    http_status = 415
+
+
+class BadMultipart(InvalidInput):
+    code = "invalid_multipart"
+    http_status = 400
+
+
+class ClientDisconnected(InvalidInput):
+    code = "client_disconnected"
+    http_status = 400
+
+
+class Busy(FoleyError):
+    code = "busy"
+    http_status = 503
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
+
+
+class EngineUnavailable(FoleyError):
+    """The engine failed to load: this process will never be ready."""
+
+    code = "engine_unavailable"
+    http_status = 503
+
+
+def validation_reason(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Pydantic/FastAPI error dicts -> `query.format: Input should be ...; ...`."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
+
+
+def error_response(
+    status: int, code: str, reason: str, headers: Mapping[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(error_content(code, reason), status_code=status, headers=headers)
+
+
+async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, FoleyError)
+    if exc.http_status == 500:  # 503s (loading, busy) are expected states, not news
+        logger.warning("%s %s -> %s", request.method, request.url.path, exc)
+    return error_response(exc.http_status, exc.code, exc.reason, getattr(exc, "headers", None))
+
+
+async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(422, "invalid_parameter", validation_reason(exc.errors()))
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
+    return error_response(exc.status_code, code, str(exc.detail), exc.headers)
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
+    # Starlette re-raises the exception after this response is sent, so the server logs its
+    # traceback; this line ties it to the request. The reason stays generic: internals are not
+    # the client's business.
+    logger.error("%s %s -> unhandled %s", request.method, request.url.path, type(exc).__name__)
+    return error_response(500, "internal_error", "internal error; see the server log")
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(FoleyError, _foley_error)
+    app.add_exception_handler(RequestValidationError, _request_validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected_error)

@@ -1,0 +1,65 @@
+"""Wire schemas of the HTTP API: request parameters, error body, health answers."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from service.pipeline.types import AUDIO_FORMATS, SAMPLE_RATES, VIDEO_FORMATS, OutputFormat
+
+SampleRate = Literal[48000, 44100, 24000, 16000]
+assert get_args(SampleRate) == SAMPLE_RATES, "SampleRate must match pipeline.types.SAMPLE_RATES"
+
+MEDIA_TYPES: dict[str, str] = {
+    "wav": "audio/wav",
+    "flac": "audio/flac",
+    "mp4": "video/mp4",
+    "mov": "video/quicktime",
+    "mkv": "video/x-matroska",
+}
+assert set(MEDIA_TYPES) == AUDIO_FORMATS | VIDEO_FORMATS
+
+
+class FoleyParams(BaseModel):
+    """Render parameters of `POST /v1/foley`, given as query parameters or multipart fields."""
+
+    model_config = ConfigDict(frozen=True)
+
+    format: OutputFormat = Field(
+        default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
+    )
+    sample_rate: SampleRate = Field(default=48000, description="Output sample rate in Hz")
+
+    @field_validator("sample_rate", mode="before")
+    @classmethod
+    def _rate_from_text(cls, value: Any) -> Any:
+        # Query strings and form fields are text; Literal[48000] alone refuses "48000".
+        if isinstance(value, str) and value.isdigit():
+            return int(value)
+        return value
+
+
+class ErrorBody(BaseModel):
+    code: str = Field(description="Stable machine-readable code")
+    reason: str = Field(description="Human-readable explanation")
+
+
+class ErrorResponse(BaseModel):
+    """The body of every 4xx/5xx answer."""
+
+    error: ErrorBody
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = "ok"
+
+
+class Ready(BaseModel):
+    status: Literal["ready"] = "ready"
+    tier: str
+    model_version: str
+
+
+def error_content(code: str, reason: str) -> dict[str, Any]:
+    return ErrorResponse(error=ErrorBody(code=code, reason=reason)).model_dump()

@@ -1,0 +1,70 @@
+"""What the routes share: the engine (once loaded) and the render limiter.
+
+Threading: the event loop only moves bytes. The engine is loaded, warmed up and run in worker
+threads; `engine.render` may be called from several threads at once (its contract), and
+`ServiceState.limiter` bounds how many renders run together. The only shared mutable state is
+`engine`/`load_error`, each written once by the loader task; per-request values (paths, options)
+travel as arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import anyio
+from fastapi import Request
+
+from service.api.errors import Busy, EngineUnavailable
+from service.config import Settings
+from service.errors import NotReady
+from service.pipeline.contract import TierConfig
+from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
+
+
+class Engine(Protocol):
+    """What the transport needs from `service.pipeline.engine.FoleyEngine`."""
+
+    tier: TierConfig
+
+    def warmup(self) -> None: ...
+
+    def render(
+        self,
+        input_path: Path,
+        output_path: Path,
+        options: RenderOptions,
+        progress: ProgressFn | None = None,
+    ) -> RenderResult: ...
+
+
+EngineLoader = Callable[[Settings], Engine]
+
+
+@dataclass
+class ServiceState:
+    settings: Settings
+    limiter: anyio.CapacityLimiter
+    engine: Engine | None = None  # set once, after load and warmup
+    load_error: str | None = None  # set once if loading failed: never ready
+
+    def check_alive(self) -> None:
+        if self.load_error is not None:
+            raise EngineUnavailable(f"the model failed to load: {self.load_error}")
+
+    def ready_engine(self) -> Engine:
+        self.check_alive()
+        if self.engine is None:
+            raise NotReady("the model is still loading")
+        return self.engine
+
+    def check_capacity(self) -> None:
+        queued = self.settings.max_queued_renders
+        if self.limiter.statistics().tasks_waiting >= queued:
+            raise Busy(f"{queued} renders are already waiting; retry later")
+
+
+def get_state(request: Request) -> ServiceState:
+    return request.app.state.foley

@@ -1,0 +1,193 @@
+"""Receive a multipart upload into one file, never writing more than a byte cap to disk.
+
+uvicorn has no request body limit and Starlette's `request.form()` spools file parts to disk
+without one, so a client could fill the disk. Here the raw body is read chunk by chunk from
+`request.stream()`, counted *before* it reaches the parser, and fed to python-multipart's push
+parser; the request stops with 413 as soon as the count passes the cap (at once when
+Content-Length already does). The cap covers the whole body, multipart framing included, so at
+most `max_bytes` of file data ever reach the disk.
+
+The parser's callbacks are synchronous and only collect bytes; the collected file data is
+written by the coroutine in ~1 MiB batches through anyio's threaded file, off the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from python_multipart.exceptions import MultipartParseError
+from python_multipart.multipart import MultipartParser, parse_options_header
+from starlette.datastructures import Headers
+from starlette.requests import ClientDisconnect, Request
+
+from service.api.errors import (
+    BadMultipart,
+    ClientDisconnected,
+    UnsupportedContentType,
+    UploadTooLarge,
+)
+from service.api.schemas import FoleyParams
+from service.errors import InvalidInput
+
+FILE_FIELD = "file"
+PARAM_FIELDS = frozenset(FoleyParams.model_fields)
+MAX_FIELD_BYTES = 1024
+FLUSH_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Upload:
+    path: Path
+    filename: str | None  # as the client named it; never used to build a path
+    size: int  # bytes of file data
+    fields: dict[str, str]  # the other form fields (render parameters)
+
+
+def check_declared_length(headers: Headers, max_bytes: int) -> None:
+    """Refuse before reading anything when Content-Length already exceeds the cap."""
+    declared = headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise UploadTooLarge(f"the upload is {declared} bytes; the limit is {max_bytes}")
+
+
+async def receive_upload(request: Request, path: Path, *, max_bytes: int) -> Upload:
+    """Stream the multipart body of `request`; its `file` part goes to `path`."""
+    check_declared_length(request.headers, max_bytes)
+    boundary = _boundary(request.headers.get("content-type"))
+    parts = _Parts()
+    parser = MultipartParser(boundary, parts.callbacks())
+    received = 0
+    async with await anyio.open_file(path, "wb") as out:
+        try:
+            async for chunk in request.stream():
+                received += len(chunk)
+                if received > max_bytes:
+                    raise UploadTooLarge(f"the upload exceeds the limit of {max_bytes} bytes")
+                parser.write(chunk)
+                if len(parts.file_data) >= FLUSH_BYTES:
+                    await out.write(parts.take_file_data())
+            parser.finalize()
+        except MultipartParseError as exc:
+            raise BadMultipart(f"malformed multipart body: {exc}") from exc
+        except ClientDisconnect as exc:
+            raise ClientDisconnected("the client went away during the upload") from exc
+        await out.write(parts.take_file_data())
+    return parts.result(path)
+
+
+def _boundary(content_type: str | None) -> bytes:
+    mime, options = parse_options_header(content_type)
+    if mime != b"multipart/form-data":
+        raise UnsupportedContentType(
+            f"expected multipart/form-data with a {FILE_FIELD!r} part, got {content_type!r}"
+        )
+    boundary = options.get(b"boundary")
+    if not boundary:
+        raise BadMultipart("multipart/form-data without a boundary")
+    return boundary
+
+
+@dataclass
+class _Parts:
+    """python-multipart callbacks: collect the file part's bytes and the small text fields."""
+
+    file_data: bytearray = field(default_factory=bytearray)
+    file_size: int = 0
+    filename: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)
+    has_file: bool = False
+    ended: bool = False
+    _header_name: bytes = b""
+    _header_value: bytes = b""
+    _disposition: bytes = b""
+    _name: str = ""
+    _is_file: bool = False
+    _value: bytearray = field(default_factory=bytearray)
+
+    def callbacks(self) -> dict:
+        return {
+            "on_part_begin": self._part_begin,
+            "on_header_field": self._header_field,
+            "on_header_value": self._header_value_data,
+            "on_header_end": self._header_end,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._part_data,
+            "on_part_end": self._part_end,
+            "on_end": self._end,
+        }
+
+    def take_file_data(self) -> bytes:
+        data = bytes(self.file_data)
+        self.file_data.clear()
+        return data
+
+    def result(self, path: Path) -> Upload:
+        if not self.ended:
+            raise BadMultipart("the body ended before the closing multipart boundary")
+        if not self.has_file:
+            raise InvalidInput(f"no {FILE_FIELD!r} part in the form", code="missing_file")
+        if self.file_size == 0:
+            raise InvalidInput("the uploaded file is empty", code="empty_file")
+        return Upload(path, self.filename, self.file_size, dict(self.fields))
+
+    def _part_begin(self) -> None:
+        self._disposition = b""
+        self._value.clear()
+
+    def _header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_name += data[start:end]
+
+    def _header_value_data(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def _header_end(self) -> None:
+        if self._header_name.lower() == b"content-disposition":
+            self._disposition = self._header_value
+        self._header_name = self._header_value = b""
+
+    def _headers_finished(self) -> None:
+        _, options = parse_options_header(self._disposition)
+        if b"name" not in options:
+            raise BadMultipart("a multipart part has no Content-Disposition name")
+        self._name = options[b"name"].decode("utf-8", "replace")
+        self._is_file = self._name == FILE_FIELD
+        if self._is_file:
+            if self.has_file:
+                raise InvalidInput(f"more than one {FILE_FIELD!r} part", code="invalid_parameter")
+            self.has_file = True
+            if b"filename" in options:
+                self.filename = options[b"filename"].decode("utf-8", "replace")
+        elif self._name not in PARAM_FIELDS:
+            known = ", ".join(sorted({FILE_FIELD, *PARAM_FIELDS}))
+            raise InvalidInput(
+                f"unknown form field {self._name!r} (known: {known})", code="invalid_parameter"
+            )
+        elif self._name in self.fields:
+            raise InvalidInput(f"form field {self._name!r} given twice", code="invalid_parameter")
+
+    def _part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._is_file:
+            self.file_data += data[start:end]
+            self.file_size += end - start
+            return
+        self._value += data[start:end]
+        if len(self._value) > MAX_FIELD_BYTES:
+            raise InvalidInput(
+                f"form field {self._name!r} is longer than {MAX_FIELD_BYTES} bytes",
+                code="invalid_parameter",
+            )
+
+    def _part_end(self) -> None:
+        if self._is_file:
+            return
+        try:
+            self.fields[self._name] = self._value.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"form field {self._name!r} is not UTF-8", code="invalid_parameter"
+            ) from exc
+
+    def _end(self) -> None:
+        self.ended = True

@@ -1,0 +1,208 @@
+"""`foley` command line: render one file offline (`generate`) or run the HTTP API (`serve`).
+
+Exit status: 0 on success, 2 for invalid input (bad file, bad argument), 1 for anything else;
+every failure prints one line `foley: error: <code>: <reason>` to stderr and no traceback
+(`-v` logs it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from time import perf_counter
+from typing import TYPE_CHECKING, cast
+
+from service.config import Settings
+from service.errors import FoleyError, InvalidInput
+from service.pipeline.types import (
+    AUDIO_FORMATS,
+    SAMPLE_RATES,
+    VIDEO_FORMATS,
+    OutputFormat,
+    ProgressFn,
+    RenderOptions,
+)
+
+if TYPE_CHECKING:
+    import uvicorn
+    from fastapi import FastAPI
+
+    from service.api.state import Engine
+
+logger = logging.getLogger("service.cli")
+
+EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
+FORMATS = AUDIO_FORMATS | VIDEO_FORMATS
+# The engine reports progress as a fraction, not the clip's length, so the bar is shown once a
+# render has taken this long: short clips finish before it appears.
+PROGRESS_DELAY_S = 2.0
+# Without it, open WebSockets keep the process alive forever after SIGTERM.
+GRACEFUL_SHUTDOWN_S = 30
+WS_MAX_SIZE = 4 * 1024 * 1024  # uvicorn's default is 16 MiB; one streamed frame is far smaller
+WS_PING_S = 20.0
+LOG_LEVELS = {"generate": logging.WARNING, "serve": logging.INFO}  # generate: keep stderr quiet
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
+        return int(exc.code or 0)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else LOG_LEVELS[args.command],
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return args.run(args)
+    except FoleyError as exc:
+        _fail(exc.code, exc.reason)
+        return EXIT_INVALID if isinstance(exc, InvalidInput) else EXIT_INTERNAL
+    except KeyboardInterrupt:
+        _fail("interrupted", "stopped by the user")
+        return 130
+    except Exception as exc:  # the CLI boundary: one line, the traceback only with -v
+        logger.debug("internal error", exc_info=True)
+        _fail("internal_error", f"{type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="foley", description="Video in, Foley audio out.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    generate = commands.add_parser("generate", help="render the Foley track of one video file")
+    generate.add_argument("input", type=Path, help="video file")
+    generate.add_argument(
+        "-o", "--output", type=Path, required=True,
+        help=f"output file; its extension picks the format ({', '.join(sorted(FORMATS))})",
+    )  # fmt: skip
+    generate.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
+    generate.add_argument("--tier", help="model tier (default: the configured default tier)")
+    generate.add_argument(
+        "--keep-original-audio", action="store_true",
+        help="video outputs: also keep the input's own audio streams",
+    )  # fmt: skip
+    generate.set_defaults(run=_generate)
+
+    serve = commands.add_parser("serve", help="run the HTTP API")
+    serve.add_argument("--host", help="bind address (default: FOLEY_HOST or 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: FOLEY_PORT or 8000)")
+    serve.set_defaults(run=_serve)
+    return parser
+
+
+def _generate(args: argparse.Namespace) -> int:
+    output_format = output_format_of(args.output)
+    if not args.input.is_file():
+        raise InvalidInput(f"{args.input}: no such file", code="input_not_found")
+    if not args.output.parent.is_dir():
+        raise InvalidInput(f"{args.output.parent}: no such directory", code="output_dir_not_found")
+    settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
+    if args.tier is not None and not (settings.models_dir / args.tier).is_dir():
+        raise InvalidInput(f"no tier {args.tier!r} in {settings.models_dir}", code="unknown_tier")
+    options = RenderOptions(
+        format=output_format,
+        sample_rate=args.sample_rate,
+        tier=args.tier,
+        keep_original_audio=args.keep_original_audio,
+    )
+    engine = load_engine(settings)
+    started = perf_counter()
+    with _staged(args.output) as staging, _progress_bar() as progress:
+        result = engine.render(args.input, staging, options, progress=progress)
+    elapsed = perf_counter() - started
+    speed = result.duration_s / elapsed if elapsed > 0 else float("inf")
+    print(
+        f"{args.output}: {result.duration_s:.2f} s, {result.frames} frames, "
+        f"{result.sample_rate} Hz, rendered in {elapsed:.2f} s ({speed:.1f}x real time)"
+    )
+    return EXIT_OK
+
+
+def output_format_of(path: Path) -> OutputFormat:
+    suffix = path.suffix.lower().lstrip(".")
+    if suffix not in FORMATS:
+        known = ", ".join(f".{f}" for f in sorted(FORMATS))
+        raise InvalidInput(
+            f"{path}: unknown output extension {path.suffix!r} (use {known})",
+            code="unsupported_format",
+        )
+    return cast(OutputFormat, suffix)
+
+
+def load_engine(settings: Settings) -> Engine:
+    # Imported here so that `foley --help` and argument errors need no ONNX Runtime.
+    from service.pipeline.engine import FoleyEngine
+
+    return FoleyEngine.load(settings)
+
+
+@contextmanager
+def _staged(output: Path) -> Iterator[Path]:
+    """Render beside `output` and rename into place: a failed render leaves no partial file."""
+    # Not mkstemp: its 0600 mode would survive the rename.
+    staging = output.with_name(f".{output.stem}.{secrets.token_hex(4)}.partial{output.suffix}")
+    try:
+        yield staging
+        os.replace(staging, output)
+    finally:
+        staging.unlink(missing_ok=True)
+
+
+@contextmanager
+def _progress_bar() -> Iterator[ProgressFn]:
+    from tqdm import tqdm
+
+    bar_format = "{l_bar}{bar}| [{elapsed}<{remaining}]"
+    with tqdm(
+        total=1.0, file=sys.stderr, delay=PROGRESS_DELAY_S, leave=False, bar_format=bar_format
+    ) as bar:
+
+        def progress(fraction: float) -> None:
+            bar.update(min(max(fraction, 0.0), 1.0) - bar.n)
+
+        yield progress
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.api import create_app
+
+    overrides = {"host": args.host, "port": args.port}
+    settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
+    return EXIT_OK
+
+
+def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=settings.host,
+        port=settings.port,
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        ws_max_size=WS_MAX_SIZE,
+        ws_ping_interval=WS_PING_S,
+        ws_ping_timeout=WS_PING_S,
+        # Compression costs CPU per message and invites decompression bombs; frames are
+        # already compressed media.
+        ws_per_message_deflate=False,
+    )
+
+
+def _fail(code: str, reason: str) -> None:
+    print(f"foley: error: {code}: {' '.join(reason.split())}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""`POST /v1/foley` with a recording engine: parameters, response, error mapping, threading."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.api.routes import download_name, server_timing
+from service.config import Settings
+from service.errors import LimitExceeded, MediaError
+from tests.api.conftest import (
+    RENDERED,
+    RecordingEngine,
+    upload,
+    wait_no_files,
+    wait_ready,
+    wait_until,
+)
+
+SERVER_TIMING = re.compile(r"^[\w.-]+;dur=\d+\.\d(, [\w.-]+;dur=\d+\.\d)*$")
+
+
+def test_render_answers_the_file_with_timing_and_model_headers(
+    client: TestClient, engine: RecordingEngine, work_dir: Path
+) -> None:
+    response = client.post("/v1/foley", files=upload(name="my clip.mp4"))
+    assert response.status_code == 200, response.text
+    assert response.content == RENDERED
+    assert response.headers["content-type"] == "audio/wav"
+    assert response.headers["content-disposition"] == 'attachment; filename="my_clip.foley.wav"'
+    assert response.headers["x-foley-tier"] == "test-tier"
+    assert response.headers["x-foley-model-version"] == "0.0.1-test"
+    assert response.headers["x-foley-duration"] == "2.500"
+    timing = response.headers["server-timing"]
+    assert SERVER_TIMING.match(timing), timing
+    assert "decode;dur=12.3" in timing and "encoder;dur=45.6" in timing
+    assert "vocoder;dur=100.0" in timing
+    names = [metric.split(";")[0] for metric in timing.split(", ")]
+    assert names == ["upload", "queue", "decode", "encoder", "vocoder", "render", "total"]
+    assert engine.calls[0].options.format == "wav"
+    assert engine.calls[0].options.sample_rate == 48000
+    wait_no_files(work_dir)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "media_type"),
+    [("flac", "audio/flac"), ("mp4", "video/mp4"), ("mov", "video/quicktime"),
+     ("mkv", "video/x-matroska")],
+)  # fmt: skip
+def test_format_picks_the_media_type(
+    client: TestClient, engine: RecordingEngine, fmt: str, media_type: str
+) -> None:
+    response = client.post("/v1/foley", params={"format": fmt}, files=upload())
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == media_type
+    assert response.headers["content-disposition"].endswith(f'.foley.{fmt}"')
+    assert engine.calls[0].output_path.suffix == f".{fmt}"
+
+
+def test_parameters_as_query_or_form_fields_mean_the_same(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    client.post("/v1/foley", params={"format": "flac", "sample_rate": "16000"}, files=upload())
+    client.post("/v1/foley", data={"format": "flac", "sample_rate": "16000"}, files=upload())
+    assert engine.calls[0].options == engine.calls[1].options
+    assert (engine.calls[0].options.format, engine.calls[0].options.sample_rate) == ("flac", 16000)
+
+
+@pytest.mark.parametrize(
+    ("params", "data"),
+    [
+        ({"format": "mp3"}, {}),
+        ({"sample_rate": "22050"}, {}),
+        ({"sample_rate": "fast"}, {}),
+        ({}, {"format": "ogg"}),
+        ({}, {"sample_rate": "8000"}),
+        ({"format": "wav"}, {"format": "flac"}),  # the two ways disagree
+    ],
+)
+def test_bad_parameters_are_422_with_a_code(
+    client: TestClient, engine: RecordingEngine, params: dict, data: dict, work_dir: Path
+) -> None:
+    response = client.post("/v1/foley", params=params, data=data, files=upload())
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "invalid_parameter"
+    assert next(iter({**params, **data})) in error["reason"]
+    assert engine.calls == []
+    assert list(work_dir.iterdir()) == []
+
+
+def test_media_error_maps_to_422_with_its_code_and_reason(
+    client: TestClient, engine: RecordingEngine, work_dir: Path
+) -> None:
+    engine.fail_next = MediaError("no video stream in the upload", code="no_video_stream")
+    response = client.post("/v1/foley", files=upload())
+    assert response.status_code == 422
+    assert response.json() == {
+        "error": {"code": "no_video_stream", "reason": "no video stream in the upload"}
+    }
+    assert list(work_dir.iterdir()) == []
+
+
+def test_limit_exceeded_from_the_engine_maps_to_413(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    engine.fail_next = LimitExceeded("the video lasts 12 h; the limit is 3 h", code="too_long")
+    response = client.post("/v1/foley", files=upload())
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_long"
+
+
+def test_unexpected_error_is_500_json_and_the_server_keeps_serving(
+    client: TestClient, engine: RecordingEngine, work_dir: Path
+) -> None:
+    engine.fail_next = RuntimeError("onnxruntime exploded with /secret/path")
+    response = client.post("/v1/foley", files=upload())
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["code"] == "internal_error"
+    assert "/secret/path" not in error["reason"]
+    assert list(work_dir.iterdir()) == []
+
+    again = client.post("/v1/foley", files=upload())
+    assert again.status_code == 200
+    assert again.content == RENDERED
+
+
+def test_render_runs_in_a_worker_thread_not_on_the_event_loop(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    client.post("/v1/foley", files=upload())
+    call = engine.calls[0]
+    assert call.on_event_loop is False
+    assert call.thread is not threading.main_thread()
+
+
+def test_work_files_are_removed_after_the_response(
+    client: TestClient, engine: RecordingEngine, work_dir: Path
+) -> None:
+    assert client.post("/v1/foley", files=upload()).status_code == 200
+    request_dir = engine.calls[0].output_path.parent
+    assert request_dir.parent == work_dir
+    wait_until(lambda: not request_dir.exists(), what="request dir removed")
+    assert list(work_dir.iterdir()) == []
+
+
+def test_busy_when_too_many_renders_wait(settings: Settings, engine: RecordingEngine) -> None:
+    app = create_app(
+        settings.model_copy(update={"max_queued_renders": 0}), engine_loader=lambda _: engine
+    )
+    with TestClient(app, raise_server_exceptions=False) as client:
+        wait_ready(client)
+        response = client.post("/v1/foley", files=upload())
+    assert response.status_code == 503
+    assert response.json()["error"]["code"] == "busy"
+    assert response.headers["retry-after"]
+    assert engine.calls == []
+
+
+def test_server_timing_is_milliseconds_with_safe_names() -> None:
+    header = server_timing({"decode": 0.0123, "mel spec": 1.5, "total": 2})
+    assert header == "decode;dur=12.3, mel_spec;dur=1500.0, total;dur=2000.0"
+
+
+@pytest.mark.parametrize(
+    ("filename", "expected"),
+    [
+        ("clip.mp4", "clip.foley.wav"),
+        ("../../etc/passwd", "passwd.foley.wav"),
+        ('a"b;c.mov', "a_b_c.foley.wav"),
+        (None, "clip.foley.wav"),
+        ("..mp4", "clip.foley.wav"),
+    ],
+)
+def test_download_name_is_header_safe(filename: str | None, expected: str) -> None:
+    assert download_name(filename, "wav") == expected

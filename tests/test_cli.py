@@ -1,0 +1,165 @@
+"""`foley` CLI: exit codes, one-line errors, staged output; end to end with the shipped model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import av
+import pytest
+
+from service import cli
+from service.config import Settings
+from service.errors import MediaError
+from service.pipeline.types import RenderOptions, RenderResult
+from tests.api import clips
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_error_line(err: str, code: str) -> None:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"foley: error: {code}: "), err
+    assert "Traceback" not in err
+
+
+class ScriptedEngine:
+    """Test double of `FoleyEngine` for the CLI: reports progress, then succeeds or raises."""
+
+    def __init__(self, fail: BaseException | None = None) -> None:
+        self.fail = fail
+        self.options: RenderOptions | None = None
+
+    def render(self, input_path, output_path, options, progress=None) -> RenderResult:
+        self.options = options
+        for step in range(11):
+            progress(step / 10)
+        output_path.write_bytes(b"partial")
+        if self.fail is not None:
+            raise self.fail
+        return RenderResult(output_path, options.format, options.sample_rate, 0.0, 12.0, 300,
+                            "test-tier", "0.0.1", {"decode": 0.1})  # fmt: skip
+
+
+@pytest.fixture
+def video(tmp_path: Path) -> Path:
+    path = tmp_path / "in.mp4"
+    path.write_bytes(b"not decoded by the scripted engine")
+    return path
+
+
+def use_engine(monkeypatch: pytest.MonkeyPatch, engine: ScriptedEngine) -> None:
+    monkeypatch.setattr(cli, "load_engine", lambda settings: engine)
+
+
+def test_bad_output_extension_exits_2_with_one_line(
+    video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["generate", str(video), "-o", str(tmp_path / "out.mp3")], capsys)
+    assert code == 2
+    assert out == ""
+    assert_one_error_line(err, "unsupported_format")
+
+
+def test_nonexistent_input_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.mp4"
+    code, _, err = run(["generate", str(missing), "-o", str(tmp_path / "out.wav")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "input_not_found")
+
+
+def test_missing_output_directory_exits_2(
+    video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["generate", str(video), "-o", str(tmp_path / "no/out.wav")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "output_dir_not_found")
+
+
+def test_unknown_tier_exits_2(
+    video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["generate", str(video), "-o", str(tmp_path / "o.wav"), "--tier", "no-such-tier"]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert_one_error_line(err, "unknown_tier")
+
+
+def test_unsupported_sample_rate_is_a_usage_error(
+    video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["generate", str(video), "-o", str(tmp_path / "o.wav"), "--sample-rate", "22050"]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert "invalid choice" in err
+
+
+def test_success_prints_one_summary_line_and_passes_the_options(
+    video: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch
+) -> None:
+    engine = ScriptedEngine()
+    use_engine(monkeypatch, engine)
+    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    output = tmp_path / "out.MKV"
+    argv = ["generate", str(video), "-o", str(output), "--sample-rate", "16000",
+            "--keep-original-audio"]  # fmt: skip
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert engine.options == RenderOptions("mkv", 16000, None, keep_original_audio=True)
+    assert output.read_bytes() == b"partial"
+    assert out.count("\n") == 1
+    assert "12.00 s" in out and "300 frames" in out and "real time" in out
+    assert "%|" in err  # the progress bar, on stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.MKV"]
+
+
+@pytest.mark.parametrize(
+    ("error", "exit_code", "code"),
+    [
+        (MediaError("no video stream", code="no_video_stream"), 2, "no_video_stream"),
+        (RuntimeError("session\ncrashed"), 1, "internal_error"),
+    ],
+)
+def test_render_failure_exits_with_one_line_and_leaves_no_file(
+    video: Path, tmp_path: Path, capsys, monkeypatch, error, exit_code, code
+) -> None:
+    use_engine(monkeypatch, ScriptedEngine(fail=error))
+    output = tmp_path / "out.wav"
+    output_before = b"an older render the user keeps"
+    output.write_bytes(output_before)
+    code_, _, err = run(["generate", str(video), "-o", str(output)], capsys)
+    assert code_ == exit_code
+    assert_one_error_line(err, code)
+    assert output.read_bytes() == output_before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.wav"]
+
+
+def test_serve_config_bounds_shutdown_and_websockets() -> None:
+    config = cli.uvicorn_config(app=object(), settings=Settings(host="0.0.0.0", port=9001))
+    assert (config.host, config.port) == ("0.0.0.0", 9001)
+    assert config.timeout_graceful_shutdown == cli.GRACEFUL_SHUTDOWN_S
+    assert config.ws_max_size <= 16 * 1024 * 1024
+    assert config.ws_ping_interval and config.ws_ping_timeout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suffix", [".wav", ".mp4"])
+def test_generate_with_the_shipped_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
+    clip = clips.moving_square_mp4(tmp_path / "square.mp4", seconds=2.0, fps=25)
+    output = tmp_path / f"foley{suffix}"
+    code, out, err = run(
+        ["generate", str(clip), "-o", str(output), "--sample-rate", "24000"], capsys
+    )
+    assert code == 0, err
+    assert out.startswith(str(output))
+    with av.open(str(output)) as container:
+        audio = container.streams.audio[0]
+        assert audio.rate == 24000
+        seconds = sum(frame.samples for frame in container.decode(audio)) / 24000
+    assert seconds == pytest.approx(2.0, abs=1 / 25 + 0.03)
