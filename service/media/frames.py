@@ -23,6 +23,9 @@ def to_model_rgb(frame: av.VideoFrame, width: int, height: int) -> np.ndarray:
 def rgb_as_decoded(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
     """A rendered RGB image as the decoder would hand it to the model (yuv420p round trip)."""
     frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
-    even = frame.reformat(width=frame.width - frame.width % 2, height=frame.height - frame.height % 2,
-                          format="yuv420p")
+    even = frame.reformat(
+        width=frame.width - frame.width % 2,
+        height=frame.height - frame.height % 2,
+        format="yuv420p",
+    )
     return to_model_rgb(even, width, height)

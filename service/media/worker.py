@@ -1,0 +1,144 @@
+"""The decoder child process: opens one upload, checks it, and streams model frames to the parent.
+
+Runs in a process forked from the forkserver (`service.media.decode`), so a SIGSEGV or a hang
+inside FFmpeg on a malformed file kills or stalls only this process. Messages on the pipe, in order:
+
+    ("info", VideoInfo)
+    ("batch", pts_s float64 (n,)) followed by one raw message of n*H*W*3 uint8 RGB bytes  (repeated)
+    ("end", end_s, frames)  or  ("error", class name, code, reason)  or  ("bug", traceback)
+
+The pipe holds ~64 KiB and `send` blocks while it is full: the child decodes at most one batch
+ahead of a parent that stops reading, so memory is bounded whatever the clip's length. Raw bytes
+instead of pickled arrays: one copy per batch into the pipe, none per frame.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import time
+import traceback
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import av
+import numpy as np
+from av.video.stream import VideoStream
+
+from service.errors import FoleyError, LimitExceeded, MediaError
+from service.media.frames import to_model_rgb
+from service.media.source import DecodeLimits, VideoInfo, inspect, open_input
+
+
+@dataclass(frozen=True)
+class DecodeJob:
+    path: str
+    width: int
+    height: int
+    limits: DecodeLimits
+    batch_size: int
+    decode_frames: bool  # False: header checks only (probe)
+    fault: str | None = None  # test hook only: "crash" or "hang" right after the info message
+
+
+def ready() -> None:
+    """A child that does nothing: starting it warms the forkserver up."""
+
+
+def run(conn: Connection, job: DecodeJob) -> None:
+    """Child entry point: every outcome is one message, except a crash, which is EOF."""
+    try:
+        with open_input(Path(job.path)) as container:
+            stream, info = inspect(container, job.limits)
+            conn.send(("info", info))
+            if job.fault is not None:
+                _inject(job.fault)
+            end_s, frames = math.nan, 0
+            if job.decode_frames:
+                end_s, frames = _decode(container, stream, info, job, conn)
+            conn.send(("end", end_s, frames))
+    except FoleyError as exc:
+        _send_quietly(conn, ("error", type(exc).__name__, exc.code, exc.reason))
+    except av.FFmpegError as exc:
+        reason = f"The video data is corrupt or a frame exceeds the size limit ({exc.strerror})."
+        _send_quietly(conn, ("error", "MediaError", "corrupt_data", reason))
+    except BrokenPipeError:
+        pass  # the parent stopped reading and is about to kill us
+    except Exception:
+        _send_quietly(conn, ("bug", traceback.format_exc()))
+        raise
+    finally:
+        conn.close()
+
+
+def _decode(
+    container: av.container.InputContainer,
+    stream: VideoStream,
+    info: VideoInfo,
+    job: DecodeJob,
+    conn: Connection,
+) -> tuple[float, int]:
+    limits = job.limits
+    stream.thread_type = "AUTO"  # frame threads: faster on files, frames come out a bit later
+    # Enforced inside the decoder, so a mid-stream resolution change cannot allocate huge frames.
+    stream.codec_context.options = {"max_pixels": str(limits.max_pixels)}
+    step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30
+    pts = np.empty(job.batch_size, np.float64)
+    rgb = np.empty((job.batch_size, job.height, job.width, 3), np.uint8)
+    k = frames = 0
+    first = last = end_s = math.nan
+    for frame in container.decode(stream):
+        t = frame.time
+        if t is None:  # no pts: best effort, one nominal frame after the previous one
+            t = last + step if frames else info.start_s
+        if t <= last:  # out-of-order or duplicate timestamp: keep pts strictly increasing
+            continue
+        if frames == 0:
+            first = t
+        frames += 1
+        if t - first > limits.max_duration_s or frames > limits.max_frames:
+            raise LimitExceeded(
+                f"The video runs past the {limits.max_duration_s:.0f} s limit.", code="too_long"
+            )
+        if frame.width * frame.height > limits.max_pixels:
+            raise LimitExceeded(
+                f"A video frame is {frame.width}x{frame.height}, more than the "
+                f"{limits.max_pixels} pixel limit.",
+                code="too_many_pixels",
+            )
+        rgb[k] = to_model_rgb(frame, job.width, job.height)
+        pts[k] = t
+        k += 1
+        last = t
+        end_s = t + (float(frame.duration * frame.time_base) if frame.duration else step)
+        if k == job.batch_size:
+            _send_batch(conn, pts, rgb, k)
+            k = 0
+    if k:
+        _send_batch(conn, pts, rgb, k)
+    if frames == 0:
+        raise MediaError("The video stream has no decodable frames.", code="no_frames")
+    return end_s, frames
+
+
+def _send_batch(conn: Connection, pts: np.ndarray, rgb: np.ndarray, n: int) -> None:
+    conn.send(("batch", pts[:n].copy()))
+    conn.send_bytes(rgb[:n].reshape(-1))
+
+
+def _send_quietly(conn: Connection, message: tuple) -> None:
+    with contextlib.suppress(OSError):  # the parent is gone; it reports its own error
+        conn.send(message)
+
+
+def _inject(fault: str) -> None:
+    """Test hook: behave like FFmpeg crashing or hanging on a malformed file."""
+    if fault == "crash":
+        os.kill(os.getpid(), signal.SIGSEGV)
+    elif fault == "hang":
+        time.sleep(3600)
+    else:
+        raise ValueError(f"unknown fault {fault!r}")

@@ -1,0 +1,140 @@
+from __future__ import annotations
+
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+
+from service.errors import MediaError
+from service.media.audio_out import AudioWriter
+from service.media.mux import mux_audio_into_video
+from tests.media.videos import Clip, encode_clip, packet_bytes
+
+BURST_AT_S = 0.5  # a 10 ms 1 kHz burst in the Foley track, 0.5 s after the first video frame
+
+
+def write_foley(path: Path, clip: Clip, rate: int = 48000) -> int:
+    """A Foley WAV as the engine writes it: as long as the video, sample 0 = first frame."""
+    n = round((clip.end_s - clip.pts_s[0]) * 48000)
+    track = np.zeros(n, np.float32)
+    at = round(BURST_AT_S * 48000)
+    track[at : at + 480] = 0.8 * np.sin(2 * np.pi * 1000 * np.arange(480) / 48000)
+    with AudioWriter(path, "wav", out_rate=rate) as writer:
+        writer.write(track)
+    return round(n * rate / 48000)
+
+
+def decode_output(path: Path) -> tuple[list[float], float, np.ndarray, int]:
+    """What a player sees: video frame times, first audio frame time, audio samples, rate."""
+    with av.open(str(path)) as container:
+        video_times = [f.time for f in container.decode(video=0)]
+    with av.open(str(path)) as container:
+        stream = container.streams.audio[0]
+        frames = list(container.decode(stream))
+    samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames])
+    return video_times, frames[0].time, samples, stream.rate
+
+
+@pytest.mark.parametrize("fps", [Fraction(30000, 1001), 25])
+@pytest.mark.parametrize("start_s", [0.0, 1.5])
+@pytest.mark.parametrize("container", ["mp4", "mov", "mkv"])
+def test_foley_track_starts_with_the_first_frame(
+    tmp_path: Path, container: str, start_s: float, fps: Fraction
+) -> None:
+    clip = encode_clip(tmp_path / "in.mp4", fps=fps, frames=30, start_s=start_s)
+    n = write_foley(tmp_path / "foley.wav", clip)
+    out = tmp_path / f"out.{container}"
+    mux_audio_into_video(
+        clip.path, tmp_path / "foley.wav", out, container=container, start_s=clip.pts_s[0]
+    )
+
+    video_times, audio_start, samples, rate = decode_output(out)
+    assert video_times[0] == pytest.approx(start_s, abs=1e-3)
+    assert audio_start == pytest.approx(video_times[0], abs=1e-3)  # priming skipped
+    burst = audio_start + np.argmax(np.abs(samples) > 0.1) / rate  # content, not just labels
+    assert burst == pytest.approx(video_times[0] + BURST_AT_S, abs=1e-3)
+    video_duration = clip.end_s - clip.pts_s[0]
+    assert abs(len(samples) - video_duration * rate) <= 1024
+    assert n <= len(samples)
+    assert packet_bytes(out) == packet_bytes(clip.path)  # stream copy, not re-encoded
+    with av.open(str(out)) as container_:
+        kinds = [(s.type, s.codec_context.name) for s in container_.streams]
+    assert kinds == [("video", "h264"), ("audio", "aac")]
+
+
+@pytest.mark.parametrize("rate", [44100, 16000])
+def test_other_sample_rates_stay_aligned(tmp_path: Path, rate: int) -> None:
+    clip = encode_clip(tmp_path / "in.mkv", fps=25, frames=25, start_s=1.5)
+    write_foley(tmp_path / "foley.wav", clip, rate=rate)
+    mux_audio_into_video(
+        clip.path,
+        tmp_path / "foley.wav",
+        tmp_path / "out.mp4",
+        container="mp4",
+        start_s=clip.pts_s[0],
+    )
+    video_times, audio_start, samples, out_rate = decode_output(tmp_path / "out.mp4")
+    assert out_rate == rate
+    assert audio_start == pytest.approx(video_times[0], abs=1e-3)
+    burst = audio_start + np.argmax(np.abs(samples) > 0.1) / rate
+    assert burst == pytest.approx(video_times[0] + BURST_AT_S, abs=1e-3)
+
+
+@pytest.mark.parametrize(
+    ("codec", "suffix", "container"),
+    [
+        ("libvpx-vp9", ".webm", "mkv"),
+        ("libsvtav1", ".mkv", "mp4"),
+        ("mpeg4", ".avi", "mp4"),
+        ("prores_ks", ".mov", "mov"),
+        ("libx265", ".mkv", "mov"),
+    ],
+)
+def test_other_codecs_are_copied(tmp_path: Path, codec: str, suffix: str, container: str) -> None:
+    clip = encode_clip(tmp_path / f"in{suffix}", codec=codec, fps=25, frames=20)
+    write_foley(tmp_path / "foley.wav", clip)
+    out = tmp_path / f"out.{container}"
+    mux_audio_into_video(
+        clip.path, tmp_path / "foley.wav", out, container=container, start_s=clip.pts_s[0]
+    )
+    assert packet_bytes(out) == packet_bytes(clip.path)
+    video_times, audio_start, *_ = decode_output(out)
+    assert audio_start == pytest.approx(video_times[0], abs=1e-3)
+
+
+def test_keep_original_audio_puts_it_after_the_foley_track(tmp_path: Path) -> None:
+    clip = encode_clip(tmp_path / "in.mp4", fps=25, frames=25, audio=True)
+    write_foley(tmp_path / "foley.wav", clip, rate=44100)
+    out = tmp_path / "out.mkv"
+    mux_audio_into_video(
+        clip.path,
+        tmp_path / "foley.wav",
+        out,
+        container="mkv",
+        start_s=clip.pts_s[0],
+        keep_original_audio=True,
+    )
+    with av.open(str(out)) as container:
+        kinds = [(s.type, getattr(s, "rate", None)) for s in container.streams]
+        original = [bytes(p) for p in container.demux(audio=1) if p.size]
+    assert kinds == [("video", None), ("audio", 44100), ("audio", 48000)]
+    assert original == packet_bytes(clip.path, "audio")
+    mux_audio_into_video(
+        clip.path, tmp_path / "foley.wav", out, container="mkv", start_s=clip.pts_s[0]
+    )
+    with av.open(str(out)) as container:
+        assert len(container.streams.audio) == 1
+
+
+def test_a_codec_the_container_cannot_hold_is_a_typed_error(tmp_path: Path) -> None:
+    clip = encode_clip(tmp_path / "in.mov", codec="prores_ks", fps=25, frames=20)
+    write_foley(tmp_path / "foley.wav", clip)
+    out = tmp_path / "out.mp4"
+    with pytest.raises(MediaError) as caught:
+        mux_audio_into_video(
+            clip.path, tmp_path / "foley.wav", out, container="mp4", start_s=clip.pts_s[0]
+        )
+    assert caught.value.code == "incompatible_container"
+    assert not out.exists()

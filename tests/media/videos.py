@@ -1,0 +1,227 @@
+"""Small real video files for the media tests, encoded with PyAV, plus hand-made malformed ones.
+
+`encode_clip` draws a white 8x8 square moving 3 px per frame on a dark background, so a test can
+check that decoded frames are the right frames in the right order (`square_x`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+
+FORMATS = {".mp4": "mp4", ".mov": "mov", ".mkv": "matroska", ".webm": "webm", ".avi": "avi"}
+ENCODER_OPTIONS = {
+    "libx264": {"preset": "veryfast", "bframes": "2"},  # B-frames: pts out of decode order
+    "libx265": {"preset": "ultrafast", "x265-params": "log-level=error"},
+    "libvpx-vp9": {"deadline": "realtime", "cpu-used": "8"},
+    "libvpx": {"deadline": "realtime", "cpu-used": "8"},
+    "libsvtav1": {"preset": "12"},
+}
+PIX_FMTS = {"prores_ks": "yuv422p10le", "mjpeg": "yuvj420p"}
+SQUARE, STEP, BACKGROUND = 8, 3, 40
+
+
+@dataclass(frozen=True)
+class Clip:
+    path: Path
+    pts_s: list[float]  # presentation times as stored in the file, in order
+    end_s: float  # last pts + its duration as stored
+    size: tuple[int, int]
+
+
+def square_x(index: int, width: int) -> int:
+    return (index * STEP) % (width - SQUARE)
+
+
+def _image(index: int, width: int, height: int) -> np.ndarray:
+    img = np.full((height, width, 3), BACKGROUND, np.uint8)
+    x = square_x(index, width)
+    img[8 : 8 + SQUARE, x : x + SQUARE] = 255
+    return img
+
+
+def encode_clip(
+    path: Path,
+    *,
+    codec: str = "libx264",
+    fps: Fraction | int = 30,
+    frames: int = 30,
+    size: tuple[int, int] = (64, 48),
+    start_s: float = 0.0,
+    times_s: Sequence[float] | None = None,
+    audio: bool = False,
+) -> Clip:
+    """Encode a moving-square clip; `times_s` gives explicit (variable-rate) presentation times."""
+    fps = Fraction(fps)
+    width, height = size
+    if path.suffix == ".avi":  # AVI is constant-rate: its time base is one frame
+        time_base = 1 / fps
+        times = [i / fps for i in range(frames)]
+    elif times_s is None:
+        time_base = Fraction(1, math.lcm(fps.numerator, 1000))
+        times = [start_s + i / fps for i in range(frames)]
+    else:
+        time_base = Fraction(1, 90000)
+        times = list(times_s)
+    with av.open(str(path), "w", format=FORMATS[path.suffix]) as out:
+        stream = out.add_stream(codec, rate=fps, options=ENCODER_OPTIONS.get(codec, {}))
+        stream.width, stream.height = width, height
+        stream.pix_fmt = PIX_FMTS.get(codec, "yuv420p")
+        stream.codec_context.time_base = time_base
+        acodec = "libopus" if path.suffix == ".webm" else "aac"
+        astream = out.add_stream(acodec, rate=48000, layout="mono") if audio else None
+        for i, t in enumerate(times):
+            frame = av.VideoFrame.from_ndarray(_image(i, width, height), format="rgb24")
+            frame = frame.reformat(format=stream.pix_fmt)
+            frame.pts, frame.time_base = round(Fraction(t) / time_base), time_base
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+        if astream is not None:
+            _write_tone(out, astream, start_s, times[-1] + 1 / fps - times[0])
+    return _read_back(path, size, fps)
+
+
+def _write_tone(
+    out: av.container.OutputContainer, stream: av.AudioStream, start_s: float, seconds: float
+) -> None:
+    n = round(seconds * 48000)
+    tone = (0.3 * np.sin(2 * np.pi * 440 * np.arange(n) / 48000)).astype(np.float32)
+    for k in range(0, n, 1024):
+        frame = av.AudioFrame.from_ndarray(tone[None, k : k + 1024], format="fltp", layout="mono")
+        frame.sample_rate, frame.pts = 48000, round(start_s * 48000) + k
+        out.mux(stream.encode(frame))
+    out.mux(stream.encode(None))
+
+
+def _read_back(path: Path, size: tuple[int, int], fps: Fraction) -> Clip:
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        packets = [
+            (p.pts, p.duration) for p in container.demux(stream) if p.size and p.pts is not None
+        ]
+    packets.sort()
+    tb = stream.time_base
+    pts = [float(p * tb) for p, _ in packets]
+    last, duration = packets[-1]
+    end_s = float(last * tb + (duration * tb if duration else 1 / fps))
+    return Clip(path, pts, end_s, size)
+
+
+def packet_bytes(path: Path, kind: str = "video") -> list[bytes]:
+    with av.open(str(path)) as container:
+        stream = getattr(container.streams, kind)[0]
+        return [bytes(p) for p in container.demux(stream) if p.size]
+
+
+# Malformed and hostile files ----------------------------------------------------------------
+
+
+def write_audio_only(path: Path) -> None:
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("aac", rate=48000, layout="mono")
+        _write_tone(out, stream, 0.0, 0.5)
+
+
+def write_without_frames(path: Path) -> None:
+    """An AVI with a declared MPEG-4 video stream and not a single frame."""
+    with av.open(str(path), "w", format="avi") as out:
+        stream = out.add_stream("mpeg4", rate=30)
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv420p"
+        out.start_encoding()
+        out.mux(stream.encode(None))
+
+
+def write_mp4_without_tracks(path: Path) -> None:
+    """ftyp + moov holding only an mvhd: a well-formed MP4 with no streams at all."""
+    ftyp = _box(b"ftyp", b"isom" + struct.pack(">I", 512) + b"isomiso2mp41")
+    mvhd = _box(
+        b"mvhd",
+        struct.pack(">I5I", 0, 0, 0, 1000, 0, 0x00010000) + bytes(76) + struct.pack(">I", 2),
+    )
+    path.write_bytes(ftyp + _box(b"moov", mvhd))
+
+
+def _box(kind: bytes, payload: bytes) -> bytes:
+    return struct.pack(">I", 8 + len(payload)) + kind + payload
+
+
+def patch_mkv_duration(path: Path, seconds: float) -> None:
+    """Rewrite the Segment Info Duration (EBML id 0x4489, 8-byte float, in ms)."""
+    data = bytearray(path.read_bytes())
+    at = data.find(b"\x44\x89\x88")
+    assert at > 0, "no 8-byte Duration element"
+    struct.pack_into(">d", data, at + 3, seconds * 1000)
+    path.write_bytes(bytes(data))
+
+
+def patch_avi_frame_size(data: bytearray, width: int, height: int) -> None:
+    """Main header (avih) and stream format (strf BITMAPINFOHEADER) width and height."""
+    at = data.find(b"avih") + 8
+    struct.pack_into("<II", data, at + 32, width, height)
+    at = data.find(b"strf") + 8
+    struct.pack_into("<ii", data, at + 4, width, height)
+
+
+def write_huge_mjpeg_avi(path: Path) -> None:
+    """An MJPEG AVI whose headers declare 100000x100000 (JPEG SOF: 65535x65535, its maximum)."""
+    source = encode_clip(path.with_suffix(".src.avi"), codec="mjpeg", fps=25, frames=3).path
+    data = bytearray(source.read_bytes())
+    patch_avi_frame_size(data, 100000, 100000)
+    at = data.find(b"\xff\xc0")
+    while at >= 0:  # SOF0: length(2) precision(1) height(2) width(2)
+        struct.pack_into(">HH", data, at + 5, 65535, 65535)
+        at = data.find(b"\xff\xc0", at + 2)
+    path.write_bytes(bytes(data))
+
+
+def write_mpeg4_avi_declaring(path: Path, width: int, height: int) -> None:
+    """An MPEG-4 part 2 AVI whose VOL header (13-bit width and height) declares another size."""
+    source = encode_clip(path.with_suffix(".src.avi"), codec="mpeg4", fps=25, frames=3).path
+    bits = np.unpackbits(np.frombuffer(source.read_bytes(), np.uint8))
+    old, new = _vol_size_bits(64, 48), _vol_size_bits(width, height)
+    windows = np.lib.stride_tricks.sliding_window_view(bits, len(old))
+    hits = np.flatnonzero((windows == old).all(axis=1))
+    assert len(hits) >= 1, "VOL header not found"
+    for at in hits:
+        bits[at : at + len(new)] = new
+    data = bytearray(np.packbits(bits).tobytes())
+    patch_avi_frame_size(data, width, height)
+    path.write_bytes(bytes(data))
+
+
+def _vol_size_bits(width: int, height: int) -> np.ndarray:
+    # video_object_layer_width(13) marker(1) video_object_layer_height(13) marker(1)
+    fields = [(width, 13), (1, 1), (height, 13), (1, 1)]
+    return np.array([(v >> (n - 1 - i)) & 1 for v, n in fields for i in range(n)], np.uint8)
+
+
+def write_resolution_switch_mkv(path: Path, sizes: Sequence[tuple[int, int]]) -> None:
+    """H.264 in Matroska whose frame size changes mid-stream (a new SPS per segment)."""
+    raw = b""
+    for k, size in enumerate(sizes):
+        part = path.with_suffix(f".{k}.h264")
+        with av.open(str(part), "w", format="h264") as out:
+            stream = out.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
+            stream.width, stream.height, stream.pix_fmt = *size, "yuv420p"
+            for i in range(10):
+                frame = av.VideoFrame.from_ndarray(_image(i, *size), format="rgb24")
+                frame.pts = i
+                out.mux(stream.encode(frame.reformat(format="yuv420p")))
+            out.mux(stream.encode(None))
+        raw += part.read_bytes()
+    joined = path.with_suffix(".h264")
+    joined.write_bytes(raw)
+    with av.open(str(joined), format="h264") as src, av.open(str(path), "w") as out:
+        stream = out.add_stream_from_template(src.streams.video[0])
+        for i, packet in enumerate(p for p in src.demux() if p.size):
+            packet.stream = stream
+            packet.pts = packet.dts = i
+            packet.time_base = Fraction(1, 25)
+            out.mux(packet)
