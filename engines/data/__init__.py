@@ -1,0 +1,1 @@
+"""Datasets (model-resolution .npz clips) and encoded videos of simulated scenes."""

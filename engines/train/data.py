@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engines.data.dataset import load_clip as read_clip
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
 from service.pipeline.preprocess import resample_clip
@@ -36,18 +37,18 @@ def log_mel(cfg: ModelConfig) -> LogMel:
 
 
 def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
-    with np.load(path) as z:
-        duration = float(z["duration_s"])
-        num_frames = max(1, int(np.ceil(duration * cfg.fps - 1e-6)))
-        frames = resample_clip(z["times_s"], z["frames"], fps=cfg.fps, num_frames=num_frames)
-        spf = cfg.sample_rate // cfg.fps
-        audio = np.zeros(num_frames * spf, np.float32)
-        src = z["audio"][: len(audio)]
-        audio[: len(src)] = src
-        impacts = z["impacts"]
+    record = read_clip(path)
+    if record.sample_rate != cfg.sample_rate:
+        raise ValueError(f"{path}: {record.sample_rate} Hz audio, the model wants {cfg.sample_rate}")
+    num_frames = max(1, int(np.ceil(record.duration_s * cfg.fps - 1e-6)))
+    frames = resample_clip(record.times_s, record.frames, fps=cfg.fps, num_frames=num_frames)
+    spf = cfg.sample_rate // cfg.fps
+    audio = np.zeros(num_frames * spf, np.float32)
+    src = record.audio[: len(audio)]
+    audio[: len(src)] = src
     onset = np.zeros(num_frames * cfg.mels_per_frame, np.float32)
-    audible = impacts[impacts["impulse"] >= MIN_IMPULSE_NS]
-    index = np.floor(audible["time"] * cfg.sample_rate / cfg.hop).astype(int)
+    audible = record.impacts[record.impacts["impulse_ns"] >= MIN_IMPULSE_NS]
+    index = np.floor(audible["time_s"] * cfg.sample_rate / cfg.hop).astype(int)
     onset[index[(index >= 0) & (index < len(onset))]] = 1.0
     audio_t = torch.from_numpy(audio)
     with torch.no_grad():

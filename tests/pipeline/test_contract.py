@@ -1,0 +1,77 @@
+"""The tier config states the graphs' real contract, for the shipped tiers and a fresh export."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from service.pipeline.backends.base import Backend
+from service.pipeline.contract import TierConfig, load_tier
+from tests.pipeline.conftest import SHIPPED
+
+SHIPPED_TIERS = sorted(p.name for p in SHIPPED.iterdir() if (p / "config.json").is_file())
+
+
+def test_a_preview_tier_ships() -> None:
+    assert "preview" in SHIPPED_TIERS
+
+
+@pytest.mark.parametrize("name", SHIPPED_TIERS)
+def test_shipped_graphs_match_their_config(name: str) -> None:
+    tier = load_tier(SHIPPED, name)
+    assert tier.mels_per_frame * tier.hop * tier.fps == tier.sample_rate
+    for stage in tier.stages:
+        session = ort.InferenceSession(str(tier.path / stage.file))
+        inputs = {i.name: i.shape for i in session.get_inputs()}
+        outputs = {o.name: o.shape for o in session.get_outputs()}
+        assert set(inputs) == set(stage.inputs)
+        assert set(outputs) == set(stage.outputs)
+        for name_, shape in stage.inputs.items():
+            fixed = [d for d in shape if isinstance(d, int)]
+            assert [d for d in inputs[name_] if isinstance(d, int)] == fixed
+
+
+@pytest.mark.parametrize("name", SHIPPED_TIERS)
+def test_shipped_artifacts_fit_the_budget(name: str) -> None:
+    total = sum(f.stat().st_size for f in SHIPPED.rglob("*") if f.is_file())
+    assert total <= 50 * 1024**2
+
+
+@pytest.mark.parametrize("frames", [1, 2, 7, 31])
+def test_stage_shapes_and_rates(tiny_tier: TierConfig, tiny_backend: Backend, frames: int) -> None:
+    t = tiny_tier
+    rgb = np.random.default_rng(0).random((1, frames, 3, t.height, t.width), np.float32)
+    feats = tiny_backend.run("encoder", {"frames": rgb, "age": np.zeros((1, frames), np.float32)})
+    assert feats["features"].shape == (1, frames, t.feature_dim)
+    gen = tiny_backend.run("generator", {"features": feats["features"]})
+    m = frames * t.mels_per_frame
+    assert gen["mel"].shape == (1, m, t.mel.n_mels)
+    assert gen["onset"].shape == (1, m)
+    assert ((gen["onset"] >= 0) & (gen["onset"] <= 1)).all()
+    audio = tiny_backend.run("vocoder", {"mel": gen["mel"]})["audio"]
+    assert audio.shape == (1, frames * t.samples_per_frame)
+    assert audio.dtype == np.float32
+
+
+def test_stages_respect_their_declared_context(tiny_tier: TierConfig, tiny_backend: Backend) -> None:
+    """Changing an input beyond a stage's declared context never changes an output."""
+    t, rng = tiny_tier, np.random.default_rng(1)
+    n = 40
+    feats = rng.standard_normal((1, n, t.feature_dim)).astype(np.float32)
+    base = tiny_backend.run("generator", {"features": feats})["mel"]
+    k = 20  # perturb frame k: outputs before k - right_context and after k + left must not move
+    changed = feats.copy()
+    changed[0, k] += 1.0
+    moved = np.abs(tiny_backend.run("generator", {"features": changed})["mel"] - base).max(-1)[0]
+    r = t.mels_per_frame
+    touched = np.flatnonzero(moved > 1e-6) // r
+    assert touched.min() >= k - t.generator.right_context
+    assert touched.max() <= k + t.generator.left_context
+    mel = rng.standard_normal((1, n * r, t.mel.n_mels)).astype(np.float32)
+    base_audio = tiny_backend.run("vocoder", {"mel": mel})["audio"]
+    mel[0, 80] += 1.0
+    moved_audio = np.abs(tiny_backend.run("vocoder", {"mel": mel})["audio"] - base_audio)[0]
+    touched_frames = np.flatnonzero(moved_audio > 1e-6) // t.hop
+    assert touched_frames.min() >= 80 - t.vocoder.right_context
+    assert touched_frames.max() <= 80 + t.vocoder.left_context
