@@ -85,17 +85,22 @@ class OnsetScore:
         return 1.0 if denom == 0 else 2 * self.true_positives / denom
 
     def __add__(self, other: OnsetScore) -> OnsetScore:
-        return OnsetScore(self.true_positives + other.true_positives,
-                          self.false_positives + other.false_positives,
-                          self.false_negatives + other.false_negatives,
-                          np.concatenate([self.errors_s, other.errors_s]))
+        return OnsetScore(
+            self.true_positives + other.true_positives,
+            self.false_positives + other.false_positives,
+            self.false_negatives + other.false_negatives,
+            np.concatenate([self.errors_s, other.errors_s]),
+        )
 
 
-def match_onsets(predicted: np.ndarray, reference: np.ndarray, tolerance_s: float = 0.05) -> OnsetScore:
+def match_onsets(
+    predicted: np.ndarray, reference: np.ndarray, tolerance_s: float = 0.05
+) -> OnsetScore:
     """One-to-one matching, closest pairs first, pairs further apart than tolerance never match."""
     pairs = sorted(
         (abs(p - r), i, j)
-        for i, p in enumerate(predicted) for j, r in enumerate(reference)
+        for i, p in enumerate(predicted)
+        for j, r in enumerate(reference)
         if abs(p - r) <= tolerance_s
     )
     used_p: set[int] = set()

@@ -50,11 +50,25 @@ class ClipResult:
     score: OnsetScore
 
 
-def evaluate_clip(engine: FoleyEngine, seed: int, fps: int, workdir: Path, *,
-                  duration_s: float = 5.0, size: tuple[int, int] = (320, 180)) -> ClipResult:
+def evaluate_clip(
+    engine: FoleyEngine,
+    seed: int,
+    fps: int,
+    workdir: Path,
+    *,
+    duration_s: float = 5.0,
+    size: tuple[int, int] = (320, 180),
+) -> ClipResult:
     video = workdir / f"clip_{seed}.mp4"
-    clip = write_video_clip(video, seed=seed, duration_s=duration_s, fps=fps,
-                            width=size[0], height=size[1], holdout=True)
+    clip = write_video_clip(
+        video,
+        seed=seed,
+        duration_s=duration_s,
+        fps=fps,
+        width=size[0],
+        height=size[1],
+        holdout=True,
+    )
     truth = synthesize(clip, seed=seed)
     out = workdir / f"clip_{seed}.wav"
     engine.render(video, out, RenderOptions(format="wav"))
@@ -63,8 +77,9 @@ def evaluate_clip(engine: FoleyEngine, seed: int, fps: int, workdir: Path, *,
     return ClipResult(seed, fps, clip.spec.kind, score)
 
 
-def evaluate(engine: FoleyEngine, *, clips: int, seed: int = HOLDOUT_SEED_BASE,
-             duration_s: float = 5.0) -> list[ClipResult]:
+def evaluate(
+    engine: FoleyEngine, *, clips: int, seed: int = HOLDOUT_SEED_BASE, duration_s: float = 5.0
+) -> list[ClipResult]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(clips):
@@ -86,8 +101,10 @@ def summary(results: list[ClipResult]) -> str:
         f"recall {total.recall:.3f}",
     ]
     if len(errors_ms):
-        lines.append(f"timing error: median {np.median(errors_ms):.1f} ms, "
-                     f"within 10 ms: {np.mean(errors_ms <= 10) * 100:.0f} %")
+        lines.append(
+            f"timing error: median {np.median(errors_ms):.1f} ms, "
+            f"within 10 ms: {np.mean(errors_ms <= 10) * 100:.0f} %"
+        )
     for fps in sorted({r.fps for r in results}):
         sub = [r.score for r in results if r.fps == fps]
         s = sub[0]
@@ -106,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = FoleyEngine.load(Settings())
     results = evaluate(engine, clips=args.clips, seed=args.seed, duration_s=args.duration)
-    print(summary(results))  # noqa: T201 - a command's report
+    print(summary(results))
 
 
 if __name__ == "__main__":

@@ -29,11 +29,22 @@ class _Encoder(nn.Module):
         return self.encoder(frames, age)
 
 
-def _export(module: nn.Module, args: tuple[torch.Tensor, ...], path: Path,
-            inputs: dict[str, dict[int, str]], outputs: dict[str, dict[int, str]]) -> None:
+def _export(
+    module: nn.Module,
+    args: tuple[torch.Tensor, ...],
+    path: Path,
+    inputs: dict[str, dict[int, str]],
+    outputs: dict[str, dict[int, str]],
+) -> None:
     torch.onnx.export(
-        module, args, str(path), input_names=list(inputs), output_names=list(outputs),
-        dynamic_axes={**inputs, **outputs}, opset_version=OPSET, dynamo=False,
+        module,
+        args,
+        str(path),
+        input_names=list(inputs),
+        output_names=list(outputs),
+        dynamic_axes={**inputs, **outputs},
+        opset_version=OPSET,
+        dynamo=False,
     )
 
 
@@ -51,38 +62,62 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
     bt = {0: "B", 1: "T"}
     bm = {0: "B", 1: "M"}
     with torch.no_grad():
-        _export(_Encoder(encoder), (torch.rand(1, t, 3, cfg.height, cfg.width), torch.zeros(1, t)),
-                out_dir / "encoder.onnx", {"frames": bt, "age": bt}, {"features": bt})
-        _export(generator, (torch.randn(1, t, cfg.feature_dim),), out_dir / "generator.onnx",
-                {"features": bt}, {"mel": bm, "onset": bm})
-        _export(vocoder, (torch.randn(1, t * r, cfg.n_mels),), out_dir / "vocoder.onnx",
-                {"mel": bm}, {"audio": {0: "B", 1: "S"}})
+        _export(
+            _Encoder(encoder),
+            (torch.rand(1, t, 3, cfg.height, cfg.width), torch.zeros(1, t)),
+            out_dir / "encoder.onnx",
+            {"frames": bt, "age": bt},
+            {"features": bt},
+        )
+        _export(
+            generator,
+            (torch.randn(1, t, cfg.feature_dim),),
+            out_dir / "generator.onnx",
+            {"features": bt},
+            {"mel": bm, "onset": bm},
+        )
+        _export(
+            vocoder,
+            (torch.randn(1, t * r, cfg.n_mels),),
+            out_dir / "vocoder.onnx",
+            {"mel": bm},
+            {"audio": {0: "B", 1: "S"}},
+        )
     config = {
         "name": cfg.name,
         "version": cfg.version,
         "video": {"fps": cfg.fps, "width": cfg.width, "height": cfg.height},
-        "audio": {"sample_rate": cfg.sample_rate, "hop": cfg.hop, "n_mels": cfg.n_mels,
-                  "mel_n_fft": cfg.mel_n_fft, "mel_fmin": cfg.mel_fmin,
-                  "mel_fmax": cfg.mel_fmax, "log_floor": cfg.log_floor},
+        "audio": {
+            "sample_rate": cfg.sample_rate,
+            "hop": cfg.hop,
+            "n_mels": cfg.n_mels,
+            "mel_n_fft": cfg.mel_n_fft,
+            "mel_fmin": cfg.mel_fmin,
+            "mel_fmax": cfg.mel_fmax,
+            "log_floor": cfg.log_floor,
+        },
         "feature_dim": cfg.feature_dim,
         "stages": {
             "encoder": {
                 "file": "encoder.onnx",
                 "inputs": {"frames": ["B", "T", 3, cfg.height, cfg.width], "age": ["B", "T"]},
                 "outputs": {"features": ["B", "T", cfg.feature_dim]},
-                "left_context": encoder.left_context, "right_context": encoder.right_context,
+                "left_context": encoder.left_context,
+                "right_context": encoder.right_context,
             },
             "generator": {
                 "file": "generator.onnx",
                 "inputs": {"features": ["B", "T", cfg.feature_dim]},
                 "outputs": {"mel": ["B", f"T*{r}", cfg.n_mels], "onset": ["B", f"T*{r}"]},
-                "left_context": generator.left_context, "right_context": generator.right_context,
+                "left_context": generator.left_context,
+                "right_context": generator.right_context,
             },
             "vocoder": {
                 "file": "vocoder.onnx",
                 "inputs": {"mel": ["B", "M", cfg.n_mels]},
                 "outputs": {"audio": ["B", f"M*{cfg.hop}"]},
-                "left_context": vocoder.left_context, "right_context": vocoder.right_context,
+                "left_context": vocoder.left_context,
+                "right_context": vocoder.right_context,
             },
         },
         "parameters": {

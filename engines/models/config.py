@@ -36,11 +36,20 @@ class ModelConfig:
 
     def build(self) -> tuple[VisualEncoder, Generator, Vocoder]:
         encoder = VisualEncoder(height=self.height, width=self.width, dim=self.feature_dim)
-        generator = Generator(feature_dim=self.feature_dim, n_mels=self.n_mels,
-                              mels_per_frame=self.mels_per_frame, dim=self.generator_dim,
-                              log_floor=self.log_floor)
-        vocoder = Vocoder(n_mels=self.n_mels, hop=self.hop, dim=self.vocoder_dim,
-                          hidden=self.vocoder_hidden, blocks=self.vocoder_blocks)
+        generator = Generator(
+            feature_dim=self.feature_dim,
+            n_mels=self.n_mels,
+            mels_per_frame=self.mels_per_frame,
+            dim=self.generator_dim,
+            log_floor=self.log_floor,
+        )
+        vocoder = Vocoder(
+            n_mels=self.n_mels,
+            hop=self.hop,
+            dim=self.vocoder_dim,
+            hidden=self.vocoder_hidden,
+            blocks=self.vocoder_blocks,
+        )
         return encoder, generator, vocoder
 
     def to_dict(self) -> dict:

@@ -19,8 +19,14 @@ class VisualEncoder(nn.Module):
     left_context = 1
     right_context = 0
 
-    def __init__(self, *, height: int = 64, width: int = 64, dim: int = 96,
-                 channels: tuple[int, ...] = (16, 32, 48, 64)) -> None:
+    def __init__(
+        self,
+        *,
+        height: int = 64,
+        width: int = 64,
+        dim: int = 96,
+        channels: tuple[int, ...] = (16, 32, 48, 64),
+    ) -> None:
         super().__init__()
         layers: list[nn.Module] = []
         c_in = 6  # the frame and its difference to the previous frame

@@ -18,16 +18,27 @@ from engines.models.layers import CausalConv1d, ConvNeXtBlock
 
 
 class Generator(nn.Module):
-    def __init__(self, *, feature_dim: int, n_mels: int, mels_per_frame: int, dim: int = 128,
-                 dilations: tuple[int, ...] = (1, 2, 4, 8), mel_dim: int = 96,
-                 mel_blocks: int = 2, log_floor: float = 1e-5) -> None:
+    def __init__(
+        self,
+        *,
+        feature_dim: int,
+        n_mels: int,
+        mels_per_frame: int,
+        dim: int = 128,
+        dilations: tuple[int, ...] = (1, 2, 4, 8),
+        mel_dim: int = 96,
+        mel_blocks: int = 2,
+        log_floor: float = 1e-5,
+    ) -> None:
         super().__init__()
         self.inp = CausalConv1d(feature_dim, dim, 3, lookahead=1)
-        self.blocks = nn.ModuleList(ConvNeXtBlock(dim, dim * 3, kernel=3, dilation=d)
-                                    for d in dilations)
+        self.blocks = nn.ModuleList(
+            ConvNeXtBlock(dim, dim * 3, kernel=3, dilation=d) for d in dilations
+        )
         self.up = nn.Linear(dim, mel_dim * mels_per_frame)
-        self.mel_blocks = nn.ModuleList(ConvNeXtBlock(mel_dim, mel_dim * 3, kernel=5)
-                                        for _ in range(mel_blocks))
+        self.mel_blocks = nn.ModuleList(
+            ConvNeXtBlock(mel_dim, mel_dim * 3, kernel=5) for _ in range(mel_blocks)
+        )
         self.mel = nn.Conv1d(mel_dim, n_mels, 1)
         self.onset = nn.Conv1d(mel_dim, 1, 1)
         self.r = mels_per_frame

@@ -13,10 +13,19 @@ from torch.nn import functional as F
 
 
 class CausalConv1d(nn.Conv1d):
-    """(B, C_in, L) -> (B, C_out, L); output t sees inputs [t - (k-1)*d - lookahead... t + lookahead]."""
+    """(B, C_in, L) -> (B, C_out, L); output t sees inputs [t - left_context, t + right_context],
+    left_context = (kernel - 1) * dilation - lookahead and right_context = lookahead."""
 
-    def __init__(self, c_in: int, c_out: int, kernel: int, *, dilation: int = 1,
-                 groups: int = 1, lookahead: int = 0) -> None:
+    def __init__(
+        self,
+        c_in: int,
+        c_out: int,
+        kernel: int,
+        *,
+        dilation: int = 1,
+        groups: int = 1,
+        lookahead: int = 0,
+    ) -> None:
         super().__init__(c_in, c_out, kernel, dilation=dilation, groups=groups)
         span = (kernel - 1) * dilation
         if lookahead > span:

@@ -8,7 +8,9 @@ import torch
 from torch import nn
 
 
-def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float) -> np.ndarray:
+def mel_filterbank(
+    sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: float
+) -> np.ndarray:
     """(n_mels, n_fft//2+1) Slaney-style triangular filters on the HTK mel scale."""
 
     def hz_to_mel(f: np.ndarray) -> np.ndarray:
@@ -23,15 +25,24 @@ def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax:
     up = (freqs[None] - lower) / (centre - lower)
     down = (upper - freqs[None]) / (upper - centre)
     bank = np.maximum(0.0, np.minimum(up, down))
-    bank *= (2.0 / (upper - lower))  # equal area per filter
+    bank *= 2.0 / (upper - lower)  # equal area per filter
     return bank.astype(np.float32)
 
 
 class LogMel(nn.Module):
     """audio [B, S] -> log-mel [B, S // hop, n_mels]."""
 
-    def __init__(self, *, sample_rate: int, hop: int, n_fft: int, n_mels: int, fmin: float,
-                 fmax: float, log_floor: float) -> None:
+    def __init__(
+        self,
+        *,
+        sample_rate: int,
+        hop: int,
+        n_fft: int,
+        n_mels: int,
+        fmin: float,
+        fmax: float,
+        log_floor: float,
+    ) -> None:
         super().__init__()
         self.hop, self.n_fft, self.log_floor = hop, n_fft, log_floor
         bank = mel_filterbank(sample_rate, n_fft, n_mels, fmin, fmax)

@@ -36,8 +36,16 @@ def inverse_dft_basis(n_fft: int) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 class Vocoder(nn.Module):
-    def __init__(self, *, n_mels: int, hop: int, dim: int = 128, hidden: int = 384,
-                 blocks: int = 4, kernel: int = 7) -> None:
+    def __init__(
+        self,
+        *,
+        n_mels: int,
+        hop: int,
+        dim: int = 128,
+        hidden: int = 384,
+        blocks: int = 4,
+        kernel: int = 7,
+    ) -> None:
         super().__init__()
         self.hop = hop
         self.n_fft = 2 * hop
@@ -66,7 +74,9 @@ class Vocoder(nn.Module):
         x = self.head(self.out_norm(x.transpose(1, 2)))  # (B, M, 2 * bins)
         log_mag, phase = x[..., : self.bins], x[..., self.bins :]
         mag = torch.exp(torch.clamp(log_mag, max=6.0))
-        grains = (mag * torch.cos(phase)) @ self.cos_basis - (mag * torch.sin(phase)) @ self.sin_basis
+        grains = (mag * torch.cos(phase)) @ self.cos_basis - (
+            mag * torch.sin(phase)
+        ) @ self.sin_basis
         first, second = grains[..., : self.hop], grains[..., self.hop :]
         second = F.pad(second, (0, 0, 1, 0))[:, :m]
         return (first + second).reshape(b, m * self.hop)

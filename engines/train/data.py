@@ -31,15 +31,23 @@ class TrainClip:
 
 
 def log_mel(cfg: ModelConfig) -> LogMel:
-    return LogMel(sample_rate=cfg.sample_rate, hop=cfg.hop, n_fft=cfg.mel_n_fft,
-                  n_mels=cfg.n_mels, fmin=cfg.mel_fmin, fmax=cfg.mel_fmax,
-                  log_floor=cfg.log_floor)
+    return LogMel(
+        sample_rate=cfg.sample_rate,
+        hop=cfg.hop,
+        n_fft=cfg.mel_n_fft,
+        n_mels=cfg.n_mels,
+        fmin=cfg.mel_fmin,
+        fmax=cfg.mel_fmax,
+        log_floor=cfg.log_floor,
+    )
 
 
 def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
     record = read_clip(path)
     if record.sample_rate != cfg.sample_rate:
-        raise ValueError(f"{path}: {record.sample_rate} Hz audio, the model wants {cfg.sample_rate}")
+        raise ValueError(
+            f"{path}: {record.sample_rate} Hz audio, the model wants {cfg.sample_rate}"
+        )
     num_frames = max(1, int(np.ceil(record.duration_s * cfg.fps - 1e-6)))
     frames = resample_clip(record.times_s, record.frames, fps=cfg.fps, num_frames=num_frames)
     spf = cfg.sample_rate // cfg.fps
@@ -53,8 +61,13 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
     audio_t = torch.from_numpy(audio)
     with torch.no_grad():
         target = mel(audio_t[None])[0]
-    return TrainClip(torch.from_numpy(frames.rgb), torch.from_numpy(frames.age), target,
-                     torch.from_numpy(onset), audio_t)
+    return TrainClip(
+        torch.from_numpy(frames.rgb),
+        torch.from_numpy(frames.age),
+        target,
+        torch.from_numpy(onset),
+        audio_t,
+    )
 
 
 def load_clips(data_dir: Path, cfg: ModelConfig, limit: int | None = None) -> list[TrainClip]:

@@ -36,8 +36,9 @@ class TrainOptions:
     seed: int = 0
 
 
-def _crop_starts(clips: list[TrainClip], n: int, frames: int, gen: torch.Generator,
-                 prefer_sound: bool) -> list[tuple[TrainClip, int]]:
+def _crop_starts(
+    clips: list[TrainClip], n: int, frames: int, gen: torch.Generator, prefer_sound: bool
+) -> list[tuple[TrainClip, int]]:
     picks = []
     while len(picks) < n:
         clip = clips[int(torch.randint(len(clips), (1,), generator=gen))]
@@ -54,8 +55,9 @@ def _crop_starts(clips: list[TrainClip], n: int, frames: int, gen: torch.Generat
 
 
 def _schedule(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LRScheduler:
-    return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=optimizer.param_groups[0]["lr"],
-                                               total_steps=steps, pct_start=0.05)
+    return torch.optim.lr_scheduler.OneCycleLR(
+        optimizer, max_lr=optimizer.param_groups[0]["lr"], total_steps=steps, pct_start=0.05
+    )
 
 
 def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) -> torch.nn.Module:
@@ -68,11 +70,13 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
     started = time.perf_counter()
     for step in range(opts.vocoder_steps):
         picks = _crop_starts(clips, opts.vocoder_batch, opts.vocoder_crop_frames, gen, True)
-        audio = torch.stack([c.audio[s * spf : (s + opts.vocoder_crop_frames) * spf]
-                             for c, s in picks])
+        audio = torch.stack(
+            [c.audio[s * spf : (s + opts.vocoder_crop_frames) * spf] for c, s in picks]
+        )
         r = cfg.mels_per_frame
-        target_mel = torch.stack([c.mel[s * r : (s + opts.vocoder_crop_frames) * r]
-                                  for c, s in picks])
+        target_mel = torch.stack(
+            [c.mel[s * r : (s + opts.vocoder_crop_frames) * r] for c, s in picks]
+        )
         pred = vocoder(target_mel)
         loss = multi_resolution_stft_loss(pred, audio) + F.l1_loss(mel(pred), target_mel) * 0.5
         optimizer.zero_grad()
@@ -81,13 +85,18 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
         optimizer.step()
         scheduler.step()
         if step % 100 == 0 or step == opts.vocoder_steps - 1:
-            log.info("vocoder step %d loss %.4f (%.0f s)", step, loss.item(),
-                     time.perf_counter() - started)
+            log.info(
+                "vocoder step %d loss %.4f (%.0f s)",
+                step,
+                loss.item(),
+                time.perf_counter() - started,
+            )
     return vocoder.eval()
 
 
-def train_generator(clips: list[TrainClip], cfg: ModelConfig,
-                    opts: TrainOptions) -> tuple[torch.nn.Module, torch.nn.Module]:
+def train_generator(
+    clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions
+) -> tuple[torch.nn.Module, torch.nn.Module]:
     encoder, generator, _ = cfg.build()
     params = list(encoder.parameters()) + list(generator.parameters())
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
@@ -106,28 +115,41 @@ def train_generator(clips: list[TrainClip], cfg: ModelConfig,
         mel, onset_prob = generator(encoder(frames, age))
         logits = torch.logit(onset_prob.clamp(1e-6, 1 - 1e-6))
         loss = F.l1_loss(mel, target) + 0.5 * F.binary_cross_entropy_with_logits(
-            logits, onset, pos_weight=pos_weight)
+            logits, onset, pos_weight=pos_weight
+        )
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         optimizer.step()
         scheduler.step()
         if step % 100 == 0 or step == opts.generator_steps - 1:
-            log.info("generator step %d loss %.4f (%.0f s)", step, loss.item(),
-                     time.perf_counter() - started)
+            log.info(
+                "generator step %d loss %.4f (%.0f s)",
+                step,
+                loss.item(),
+                time.perf_counter() - started,
+            )
     return encoder.eval(), generator.eval()
 
 
-def train(data_dir: Path, out_dir: Path, cfg: ModelConfig, opts: TrainOptions,
-          limit: int | None = None) -> Path:
+def train(
+    data_dir: Path, out_dir: Path, cfg: ModelConfig, opts: TrainOptions, limit: int | None = None
+) -> Path:
     torch.manual_seed(opts.seed)
     clips = load_clips(data_dir, cfg, limit)
     vocoder = train_vocoder(clips, cfg, opts)
     encoder, generator = train_generator(clips, cfg, opts)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = out_dir / "model.pt"
-    torch.save({"config": cfg.to_dict(), "encoder": encoder.state_dict(),
-                "generator": generator.state_dict(), "vocoder": vocoder.state_dict()}, checkpoint)
+    torch.save(
+        {
+            "config": cfg.to_dict(),
+            "encoder": encoder.state_dict(),
+            "generator": generator.state_dict(),
+            "vocoder": vocoder.state_dict(),
+        },
+        checkpoint,
+    )
     log.info("saved %s", checkpoint)
     return checkpoint
 

@@ -41,8 +41,9 @@ __all__ = ["DecodeLimits", "DecodeStream", "FrameBatch", "VideoInfo", "open_vide
 log = logging.getLogger(__name__)
 
 # Imported once in the forkserver; each child is a fork of it and starts in milliseconds.
-# "__main__" as in multiprocessing's default: imported once there, not again in every child.
-_PRELOAD = ["__main__", "av", "numpy", "service.media.worker"]
+# Not "__main__": the children only run service.media.worker, and re-importing the caller's
+# main module there fails for scripts read from stdin and runs import-time side effects twice.
+_PRELOAD = ["av", "numpy", "service.media.worker"]
 _ERRORS: dict[str, type[FoleyError]] = {"MediaError": MediaError, "LimitExceeded": LimitExceeded}
 
 

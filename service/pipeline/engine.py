@@ -53,52 +53,86 @@ class FoleyEngine:
     def warmup(self) -> None:
         """One short inference through every stage, so the first request pays no first-run cost."""
         n = self.tier.left_context_frames + self.tier.right_context_frames + 2
-        frames = ModelFrames(0, np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8),
-                             np.zeros(n, np.float32))
+        frames = ModelFrames(
+            0,
+            np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8),
+            np.zeros(n, np.float32),
+        )
         synth = OfflineSynth(self.tier, self.backend)
         list(synth.push(frames))
         list(synth.finish(n, n * self.tier.samples_per_frame))
 
-    def render(self, input_path: Path, output_path: Path, options: RenderOptions,
-               progress: ProgressFn | None = None) -> RenderResult:
+    def render(
+        self,
+        input_path: Path,
+        output_path: Path,
+        options: RenderOptions,
+        progress: ProgressFn | None = None,
+    ) -> RenderResult:
         self._check(options)
         started = time.perf_counter()
         timer = StageTimer()
         if options.format in AUDIO_FORMATS:
             start_s, duration_s, frames = self._render_audio(
-                input_path, output_path, options.format, options.sample_rate, timer, progress)
+                input_path, output_path, options.format, options.sample_rate, timer, progress
+            )
         else:
             with tempfile.TemporaryDirectory(dir=self.settings.work_dir) as tmp:
                 track = Path(tmp) / "foley.wav"
                 start_s, duration_s, frames = self._render_audio(
-                    input_path, track, "wav", options.sample_rate, timer, progress)
+                    input_path, track, "wav", options.sample_rate, timer, progress
+                )
                 with timer("mux"):
-                    mux_audio_into_video(input_path, track, output_path,
-                                         container=options.format, start_s=start_s,
-                                         keep_original_audio=options.keep_original_audio)
+                    mux_audio_into_video(
+                        input_path,
+                        track,
+                        output_path,
+                        container=options.format,
+                        start_s=start_s,
+                        keep_original_audio=options.keep_original_audio,
+                    )
         timer.seconds["total"] = time.perf_counter() - started
-        return RenderResult(output=output_path, format=options.format,
-                            sample_rate=options.sample_rate, start_s=start_s,
-                            duration_s=duration_s, frames=frames, tier=self.tier.name,
-                            model_version=self.tier.version, timings=dict(timer.seconds))
+        return RenderResult(
+            output=output_path,
+            format=options.format,
+            sample_rate=options.sample_rate,
+            start_s=start_s,
+            duration_s=duration_s,
+            frames=frames,
+            tier=self.tier.name,
+            model_version=self.tier.version,
+            timings=dict(timer.seconds),
+        )
 
     def _check(self, options: RenderOptions) -> None:
         if options.sample_rate not in SAMPLE_RATES:
-            raise InvalidInput(f"sample_rate must be one of {SAMPLE_RATES}",
-                               code="invalid_sample_rate")
+            raise InvalidInput(
+                f"sample_rate must be one of {SAMPLE_RATES}", code="invalid_sample_rate"
+            )
         if options.tier not in (None, self.tier.name):
-            raise InvalidInput(f"tier {options.tier!r} is not loaded (loaded: {self.tier.name})",
-                               code="unknown_tier")
+            raise InvalidInput(
+                f"tier {options.tier!r} is not loaded (loaded: {self.tier.name})",
+                code="unknown_tier",
+            )
 
-    def _render_audio(self, input_path: Path, output_path: Path, fmt: str, sample_rate: int,
-                      timer: StageTimer, progress: ProgressFn | None) -> tuple[float, float, int]:
+    def _render_audio(
+        self,
+        input_path: Path,
+        output_path: Path,
+        fmt: str,
+        sample_rate: int,
+        timer: StageTimer,
+        progress: ProgressFn | None,
+    ) -> tuple[float, float, int]:
         tier = self.tier
         resampler = FrameResampler(tier.fps)
         synth = OfflineSynth(tier, self.backend, timer=timer)
-        with open_video(input_path, width=tier.width, height=tier.height,
-                        limits=self.limits) as stream, \
-                AudioWriter(output_path, fmt, in_rate=tier.sample_rate,
-                            out_rate=sample_rate) as writer:
+        with (
+            open_video(
+                input_path, width=tier.width, height=tier.height, limits=self.limits
+            ) as stream,
+            AudioWriter(output_path, fmt, in_rate=tier.sample_rate, out_rate=sample_rate) as writer,
+        ):
             declared = max(stream.info.duration_s, 1e-3)
             batches = iter(stream)
             while True:

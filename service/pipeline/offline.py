@@ -47,8 +47,14 @@ class OfflineSynth:
     Not thread-safe: one instance per render.
     """
 
-    def __init__(self, tier: TierConfig, backend: Backend, *, timer: StageTimer | None = None,
-                 window_frames: int = DEFAULT_WINDOW_FRAMES) -> None:
+    def __init__(
+        self,
+        tier: TierConfig,
+        backend: Backend,
+        *,
+        timer: StageTimer | None = None,
+        window_frames: int = DEFAULT_WINDOW_FRAMES,
+    ) -> None:
         self.tier, self.backend = tier, backend
         self.timer = timer or StageTimer()
         self.window = window_frames
@@ -111,8 +117,9 @@ class OfflineSynth:
         return audio[(start - lo) * spf : (end - lo) * spf]
 
 
-def synthesize_clip(frames: ModelFrames, *, tier: TierConfig, backend: Backend,
-                    num_samples: int | None = None) -> np.ndarray:
+def synthesize_clip(
+    frames: ModelFrames, *, tier: TierConfig, backend: Backend, num_samples: int | None = None
+) -> np.ndarray:
     """Single pass over a whole clip (no windows): the reference the windowed path must equal."""
     pixels = to_model_input(frames.rgb)[None]
     feats = backend.run("encoder", {"frames": pixels, "age": frames.age[None]})["features"]

@@ -94,5 +94,6 @@ def resample_clip(pts_s: np.ndarray, rgb: np.ndarray, *, fps: int, num_frames: i
     resampler = FrameResampler(fps)
     parts = [resampler.push(pts_s, rgb), resampler.finish(num_frames)]
     parts = [p for p in parts if p is not None]
-    return ModelFrames(0, np.concatenate([p.rgb for p in parts]),
-                       np.concatenate([p.age for p in parts]))
+    return ModelFrames(
+        0, np.concatenate([p.rgb for p in parts]), np.concatenate([p.age for p in parts])
+    )

@@ -16,14 +16,27 @@ SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
 @pytest.fixture(scope="session")
 def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
     """A randomly initialised model, exported like the real one: for contract tests."""
-    cfg = ModelConfig(name="tiny", feature_dim=16, generator_dim=32, vocoder_dim=32,
-                      vocoder_hidden=64, vocoder_blocks=2)
+    cfg = ModelConfig(
+        name="tiny",
+        feature_dim=16,
+        generator_dim=32,
+        vocoder_dim=32,
+        vocoder_hidden=64,
+        vocoder_blocks=2,
+    )
     torch.manual_seed(0)
     encoder, generator, vocoder = cfg.build()
     root = tmp_path_factory.mktemp("models")
     checkpoint = root / "tiny.pt"
-    torch.save({"config": cfg.to_dict(), "encoder": encoder.state_dict(),
-                "generator": generator.state_dict(), "vocoder": vocoder.state_dict()}, checkpoint)
+    torch.save(
+        {
+            "config": cfg.to_dict(),
+            "encoder": encoder.state_dict(),
+            "generator": generator.state_dict(),
+            "vocoder": vocoder.state_dict(),
+        },
+        checkpoint,
+    )
     export_tier(checkpoint, root / "tiny")
     return load_tier(root, "tiny")
 

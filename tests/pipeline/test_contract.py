@@ -54,7 +54,9 @@ def test_stage_shapes_and_rates(tiny_tier: TierConfig, tiny_backend: Backend, fr
     assert audio.dtype == np.float32
 
 
-def test_stages_respect_their_declared_context(tiny_tier: TierConfig, tiny_backend: Backend) -> None:
+def test_stages_respect_their_declared_context(
+    tiny_tier: TierConfig, tiny_backend: Backend
+) -> None:
     """Changing an input beyond a stage's declared context never changes an output."""
     t, rng = tiny_tier, np.random.default_rng(1)
     n = 40

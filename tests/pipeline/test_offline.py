@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -17,29 +19,38 @@ def _clip(tier: TierConfig, n: int, seed: int = 0) -> ModelFrames:
     return ModelFrames(0, rgb, rng.random(n).astype(np.float32))
 
 
-def _windowed(tier: TierConfig, backend: Backend, clip: ModelFrames, pushes: list[int],
-              window: int, num_samples: int) -> tuple[np.ndarray, int]:
+def _windowed(
+    tier: TierConfig,
+    backend: Backend,
+    clip: ModelFrames,
+    pushes: list[int],
+    window: int,
+    num_samples: int,
+) -> tuple[np.ndarray, int]:
     synth = OfflineSynth(tier, backend, window_frames=window)
     chunks, edges, most = [], [0, *np.cumsum(pushes)], 0
-    for a, b in zip(edges[:-1], edges[1:], strict=True):
+    for a, b in itertools.pairwise(edges):
         chunks += synth.push(ModelFrames(int(a), clip.rgb[a:b], clip.age[a:b]))
         most = max(most, len(synth._features))
     chunks += synth.finish(len(clip), num_samples)
     return np.concatenate(chunks), most
 
 
-@pytest.mark.parametrize(("pushes", "window"), [
-    ([200], 50),
-    ([1, 1, 1, 97, 100], 37),
-    ([32] * 6 + [8], 64),
-    ([200], 500),  # one window larger than the clip
-])
-def test_windowed_equals_single_pass(tiny_tier: TierConfig, tiny_backend: Backend,
-                                     pushes: list[int], window: int) -> None:
+@pytest.mark.parametrize(
+    ("pushes", "window"),
+    [
+        ([200], 50),
+        ([1, 1, 1, 97, 100], 37),
+        ([32] * 6 + [8], 64),
+        ([200], 500),  # one window larger than the clip
+    ],
+)
+def test_windowed_equals_single_pass(
+    tiny_tier: TierConfig, tiny_backend: Backend, pushes: list[int], window: int
+) -> None:
     clip = _clip(tiny_tier, sum(pushes))
     num_samples = len(clip) * tiny_tier.samples_per_frame - 123  # a partial last frame
-    reference = synthesize_clip(clip, tier=tiny_tier, backend=tiny_backend,
-                                num_samples=num_samples)
+    reference = synthesize_clip(clip, tier=tiny_tier, backend=tiny_backend, num_samples=num_samples)
     windowed, _ = _windowed(tiny_tier, tiny_backend, clip, pushes, window, num_samples)
     assert windowed.shape == (num_samples,)
     np.testing.assert_allclose(windowed, reference, atol=1e-5 * max(1e-3, np.abs(reference).max()))
@@ -48,8 +59,14 @@ def test_windowed_equals_single_pass(tiny_tier: TierConfig, tiny_backend: Backen
 def test_memory_is_bounded_by_the_window(tiny_tier: TierConfig, tiny_backend: Backend) -> None:
     window, push = 40, 16
     clip = _clip(tiny_tier, 600)
-    _, most = _windowed(tiny_tier, tiny_backend, clip, [push] * 37 + [8], window,
-                        len(clip) * tiny_tier.samples_per_frame)
+    _, most = _windowed(
+        tiny_tier,
+        tiny_backend,
+        clip,
+        [push] * 37 + [8],
+        window,
+        len(clip) * tiny_tier.samples_per_frame,
+    )
     bound = window + tiny_tier.left_context_frames + tiny_tier.right_context_frames + push
     assert most <= bound
 

@@ -12,12 +12,15 @@ from service.pipeline.preprocess import FrameResampler, resample_clip
 
 def _frames(pts: np.ndarray) -> np.ndarray:
     """Frame i is filled with the value i, so the mapping can be read back."""
-    return (np.arange(len(pts), dtype=np.uint8)[:, None, None, None]
-            * np.ones((1, 2, 2, 3), np.uint8))
+    return np.arange(len(pts), dtype=np.uint8)[:, None, None, None] * np.ones(
+        (1, 2, 2, 3), np.uint8
+    )
 
 
-@pytest.mark.parametrize("fps", [Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(30),
-                                 Fraction(50), Fraction(60)])
+@pytest.mark.parametrize(
+    "fps",
+    [Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(30), Fraction(50), Fraction(60)],
+)
 @pytest.mark.parametrize("start", [0.0, 1.5])
 def test_each_model_frame_shows_the_latest_source_frame(fps: Fraction, start: float) -> None:
     n = int(3 * fps)

@@ -30,7 +30,8 @@ class OnnxRuntimeBackend:
         options.enable_cpu_mem_arena = True
         self.sessions = {
             stage.name: ort.InferenceSession(
-                str(tier.path / stage.file), sess_options=options,
+                str(tier.path / stage.file),
+                sess_options=options,
                 providers=["CPUExecutionProvider"],
             )
             for stage in tier.stages
@@ -38,7 +39,9 @@ class OnnxRuntimeBackend:
         for stage in tier.stages:
             got = {i.name for i in self.sessions[stage.name].get_inputs()}
             if got != set(stage.inputs):
-                raise ValueError(f"{stage.file}: inputs {sorted(got)} != contract {sorted(stage.inputs)}")
+                raise ValueError(
+                    f"{stage.file}: inputs {sorted(got)} != contract {sorted(stage.inputs)}"
+                )
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         session = self.sessions[stage]

@@ -1,0 +1,17 @@
+# CPU image of the service: numpy, PyAV, ONNX Runtime, FastAPI. No torch: training lives in
+# engines/ and its extra ("train") is not installed here.
+FROM python:3.11-slim
+
+ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
+WORKDIR /app
+
+COPY pyproject.toml README.md ./
+COPY service ./service
+COPY engines ./engines
+RUN pip install .
+
+ENV FOLEY_HOST=0.0.0.0 FOLEY_PORT=8000 FOLEY_MODELS_DIR=/app/engines/artifacts
+EXPOSE 8000
+USER nobody
+HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/readyz')" || exit 1
+CMD ["foley", "serve"]
