@@ -11,7 +11,7 @@ from service import cli
 from service.config import Settings
 from service.errors import MediaError
 from service.pipeline.types import RenderOptions, RenderResult
-from tests.api import clips
+from tests.media import videos
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -151,7 +151,7 @@ def test_serve_config_bounds_shutdown_and_websockets() -> None:
 def test_generate_with_the_shipped_model(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
 ) -> None:
-    clip = clips.moving_square_mp4(tmp_path / "square.mp4", seconds=2.0, fps=25)
+    clip = videos.encode_clip(tmp_path / "square.mp4", fps=25, frames=50, size=(160, 120)).path
     output = tmp_path / f"foley{suffix}"
     code, out, err = run(
         ["generate", str(clip), "-o", str(output), "--sample-rate", "24000"], capsys

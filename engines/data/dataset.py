@@ -5,7 +5,7 @@
     load_clip(path) -> ClipRecord
 
 Frames reach the model the way a decoded video's would: rendered at a small 16:9 or 4:3 size,
-then `service.media.frames.rgb_as_decoded` (yuv420p round trip, AREA resize to the model size).
+then `service.media.frames.rgb_as_decoded` (yuv420p round trip, the decoder's scaler).
 Clip i of a dataset is a pure function of (seed, i, holdout): workers can run in any order.
 
 CLI: python -m engines.data.dataset --out data/train --n 600 --seed 0 [--holdout]
@@ -29,7 +29,7 @@ from engines.audio import synthesize
 from engines.sim import SimClip, scene_from_seed, simulate
 from engines.sim.materials import MATERIAL_NAMES, material
 from engines.sim.scene import SHAPES
-from service.media.frames import rgb_as_decoded
+from service.media.frames import FrameScaler, rgb_as_decoded
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +100,8 @@ def make_clip(
     spec = scene_from_seed(seed, kind=kind, holdout=holdout)
     clip = simulate(spec, duration_s=duration_s, fps=fps, width=render_width, height=render_height)
     audio = synthesize(clip, sample_rate=SAMPLE_RATE, seed=seed)
-    frames = np.stack([rgb_as_decoded(f, model_width, model_height) for f in clip.frames])
+    scaler = FrameScaler(model_width, model_height)
+    frames = np.stack([rgb_as_decoded(f, scaler) for f in clip.frames])
     return ClipRecord(
         seed=seed,
         kind=spec.kind,

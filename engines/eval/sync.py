@@ -90,10 +90,15 @@ def evaluate(
     return results
 
 
+def combined(scores: list[OnsetScore]) -> OnsetScore:
+    total = scores[0]
+    for score in scores[1:]:
+        total = total + score
+    return total
+
+
 def summary(results: list[ClipResult]) -> str:
-    total = results[0].score
-    for r in results[1:]:
-        total = total + r.score
+    total = combined([r.score for r in results])
     errors_ms = np.abs(total.errors_s) * 1000
     lines = [
         f"clips: {len(results)}   reference onsets: {total.true_positives + total.false_negatives}",
@@ -107,10 +112,7 @@ def summary(results: list[ClipResult]) -> str:
         )
     for fps in sorted({r.fps for r in results}):
         sub = [r.score for r in results if r.fps == fps]
-        s = sub[0]
-        for x in sub[1:]:
-            s = s + x
-        lines.append(f"  {fps} fps: F1 {s.f1:.3f} ({len(sub)} clips)")
+        lines.append(f"  {fps} fps: F1 {combined(sub).f1:.3f} ({len(sub)} clips)")
     return "\n".join(lines)
 
 

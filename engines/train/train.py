@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class TrainOptions:
-    vocoder_steps: int = 2500
+    vocoder_steps: int = 2000
     generator_steps: int = 3000
     vocoder_batch: int = 12
     generator_batch: int = 8

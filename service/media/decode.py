@@ -2,7 +2,7 @@
 
     open_video(path, width=W, height=H, limits) -> DecodeStream: info, then FrameBatch per batch
         FrameBatch.pts_s  float64 (n,)           presentation times in seconds, strictly increasing
-        FrameBatch.rgb    uint8 (n, H, W, 3)     `frames.to_model_rgb` of each decoded frame
+        FrameBatch.rgb    uint8 (n, H, W, 3)     `frames.FrameScaler` of each decoded frame
     probe(path, limits) -> VideoInfo              the same checks, no frame decoded
 
 Malformed files can crash FFmpeg (SIGSEGV) or hang it, so the decoding runs in a child forked
@@ -50,7 +50,7 @@ _ERRORS: dict[str, type[FoleyError]] = {"MediaError": MediaError, "LimitExceeded
 @dataclass(frozen=True)
 class FrameBatch:
     pts_s: np.ndarray  # float64 (n,), presentation times in seconds, increasing
-    rgb: np.ndarray  # uint8 (n, height, width, 3), via frames.to_model_rgb
+    rgb: np.ndarray  # uint8 (n, height, width, 3), via frames.FrameScaler
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """The one place a video frame becomes model input pixels.
 
-Training data goes through this same function (engines render RGB, convert to yuv420p like a
-real decode, then call `to_model_rgb`), so the model sees the same scaler and chroma handling at
+Training data goes through this same code (engines render RGB, convert to yuv420p like a real
+decode, then scale with `FrameScaler`), so the model sees the same scaler and chroma handling at
 training and at serving time.
 """
 
@@ -9,18 +9,33 @@ from __future__ import annotations
 
 import av
 import numpy as np
+from av.video.reformatter import VideoReformatter
 
 # AREA averages all source pixels of an output pixel: no aliasing when shrinking 1280x720 to
 # 64x64, where bilinear would sample a few pixels and flicker on fine texture.
 INTERPOLATION = "AREA"
 
 
-def to_model_rgb(frame: av.VideoFrame, width: int, height: int) -> np.ndarray:
-    """Decoded frame (any size, any pixel format) -> (height, width, 3) uint8 RGB."""
-    return frame.to_ndarray(width=width, height=height, format="rgb24", interpolation=INTERPOLATION)
+class FrameScaler:
+    """Decoded frame (any size, any pixel format) -> (height, width, 3) uint8 RGB.
+
+    Keeps one swscale context for a stream: `frame.to_ndarray(width=..., height=...)` builds a
+    new one per frame, which for 1280x720 -> 64x64 AREA costs 4x the H.264 decode itself
+    (measured: 1.6-2.1 s against 0.47 s for 300 frames). Not thread-safe: one per stream.
+    """
+
+    def __init__(self, width: int, height: int) -> None:
+        self.width, self.height = width, height
+        self._reformatter = VideoReformatter()
+
+    def __call__(self, frame: av.VideoFrame) -> np.ndarray:
+        scaled = self._reformatter.reformat(
+            frame, width=self.width, height=self.height, format="rgb24", interpolation=INTERPOLATION
+        )
+        return scaled.to_ndarray()
 
 
-def rgb_as_decoded(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
+def rgb_as_decoded(rgb: np.ndarray, scaler: FrameScaler) -> np.ndarray:
     """A rendered RGB image as the decoder would hand it to the model (yuv420p round trip)."""
     frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24")
     even = frame.reformat(
@@ -28,4 +43,4 @@ def rgb_as_decoded(rgb: np.ndarray, width: int, height: int) -> np.ndarray:
         height=frame.height - frame.height % 2,
         format="yuv420p",
     )
-    return to_model_rgb(even, width, height)
+    return scaler(even)

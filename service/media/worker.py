@@ -29,7 +29,7 @@ import numpy as np
 from av.video.stream import VideoStream
 
 from service.errors import FoleyError, LimitExceeded, MediaError
-from service.media.frames import to_model_rgb
+from service.media.frames import FrameScaler
 from service.media.source import DecodeLimits, VideoInfo, inspect, open_input
 
 
@@ -88,6 +88,7 @@ def _decode(
     step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30
     pts = np.empty(job.batch_size, np.float64)
     rgb = np.empty((job.batch_size, job.height, job.width, 3), np.uint8)
+    scale = FrameScaler(job.width, job.height)
     k = frames = 0
     first = last = end_s = math.nan
     for frame in container.decode(stream):
@@ -109,7 +110,7 @@ def _decode(
                 f"{limits.max_pixels} pixel limit.",
                 code="too_many_pixels",
             )
-        rgb[k] = to_model_rgb(frame, job.width, job.height)
+        rgb[k] = scale(frame)
         pts[k] = t
         k += 1
         last = t

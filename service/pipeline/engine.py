@@ -18,6 +18,7 @@ import numpy as np
 
 from service.config import Settings
 from service.errors import InvalidInput, MediaError
+from service.media import decode
 from service.media.audio_out import AudioWriter
 from service.media.decode import DecodeLimits, open_video
 from service.media.mux import mux_audio_into_video
@@ -51,7 +52,9 @@ class FoleyEngine:
         return cls(settings, tier, backend)
 
     def warmup(self) -> None:
-        """One short inference through every stage, so the first request pays no first-run cost."""
+        """Start the decoder's forkserver and run one short inference through every stage, so
+        the first request pays no first-run cost."""
+        decode.warm_up()
         n = self.tier.left_context_frames + self.tier.right_context_frames + 2
         frames = ModelFrames(
             0,

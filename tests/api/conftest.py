@@ -175,16 +175,6 @@ def live_server(app: FastAPI) -> Iterator[Callable[[], socket.socket]]:
         thread.join(timeout=10)
 
 
-@pytest.fixture(scope="session")
-def real_engine():
-    """The shipped default tier, loaded once for every end-to-end test."""
-    from service.pipeline.engine import FoleyEngine
-
-    engine = FoleyEngine.load(Settings())
-    engine.warmup()
-    return engine
-
-
 @pytest.fixture(scope="module")
 def real_client(real_engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(work_dir=tmp_path_factory.mktemp("work"))

@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from service.api.routes import UPLOAD_NAME
 from tests.api import clips
+from tests.media import videos
 
 pytestmark = pytest.mark.slow
 
@@ -25,9 +26,8 @@ DURATION_TOLERANCE_S = 1 / FPS + 0.03
 
 @pytest.fixture(scope="module")
 def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return clips.moving_square_mp4(
-        tmp_path_factory.mktemp("clips") / "square.mp4", seconds=CLIP_SECONDS, fps=FPS
-    )
+    path = tmp_path_factory.mktemp("clips") / "square.mp4"
+    return videos.encode_clip(path, fps=FPS, frames=round(CLIP_SECONDS * FPS), size=(160, 120)).path
 
 
 def decoded_audio(path: Path) -> tuple[int, float]:
@@ -65,6 +65,14 @@ def test_real_clip_renders_to_the_requested_format_and_rate(
 
 
 BadUpload = Callable[[Path], bytes]
+
+
+def _audio_only(clip: Path) -> bytes:
+    path = clip.with_name("tone.m4a")
+    videos.write_audio_only(path)
+    return path.read_bytes()
+
+
 BAD_UPLOADS: dict[str, BadUpload] = {
     "empty_file": lambda clip: b"",
     "truncated_mp4": lambda clip: clips.truncated(clip.read_bytes()),
@@ -72,7 +80,7 @@ BAD_UPLOADS: dict[str, BadUpload] = {
     "text_as_mp4": lambda clip: clips.text_bytes(),
     "pdf_as_mp4": lambda clip: clips.pdf_bytes(),
     "zip_as_mp4": lambda clip: clips.zip_bytes(),
-    "audio_only": lambda clip: clips.audio_only_m4a(clip.with_name("tone.m4a")).read_bytes(),
+    "audio_only": _audio_only,
     # Playlists naming a *valid* video on the server's disk: a decoder that follows them would
     # render it and answer 200, i.e. read local files on a client's behalf.
     "hls_playlist_as_mp4": lambda clip: clips.hls_playlist(clip),

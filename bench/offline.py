@@ -1,0 +1,113 @@
+"""Offline path benchmark: a 10 s 1280x720 H.264 30 fps clip from the simulator.
+
+    python -m bench.offline [--repeat 5]
+
+Prints decode-only time (the floor: PyAV decoding every frame, nothing else), the service's
+decode path alone (isolated child process, resize to model input), and full renders to WAV and
+MP4 with the time of each stage. Medians over --repeat runs, all measured in one process so the
+ratios compare like with like on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from pathlib import Path
+
+import av
+
+from bench.machine import describe
+from service.config import Settings
+from service.media.decode import DecodeLimits, open_video
+from service.pipeline.engine import FoleyEngine
+from service.pipeline.types import RenderOptions
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+CLIP_SECONDS = 10.0
+
+
+def bench_clip() -> Path:
+    path = CACHE / "sim_1280x720_30fps_10s.mp4"
+    if not path.exists():
+        from engines.data.clips import write_video_clip
+
+        CACHE.mkdir(exist_ok=True)
+        write_video_clip(
+            path, seed=20_000, duration_s=CLIP_SECONDS, fps=30, width=1280, height=720, kind="multi"
+        )
+    return path
+
+
+def decode_only(path: Path) -> float:
+    start = time.perf_counter()
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        stream.thread_type = "AUTO"
+        for _ in container.decode(stream):
+            pass
+    return time.perf_counter() - start
+
+
+def decode_path(path: Path, engine: FoleyEngine) -> float:
+    start = time.perf_counter()
+    limits = DecodeLimits.from_settings(engine.settings)
+    with open_video(
+        path, width=engine.tier.width, height=engine.tier.height, limits=limits
+    ) as stream:
+        for _ in stream:
+            pass
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    clip = bench_clip()
+    engine = FoleyEngine.load(Settings())
+    engine.warmup()
+    out = CACHE / "out"
+    out.mkdir(exist_ok=True)
+    floor, dpath, renders = [], [], {"wav": [], "mp4": []}
+    stages: dict[str, list[float]] = {}
+    for _ in range(args.repeat):
+        floor.append(decode_only(clip))
+        dpath.append(decode_path(clip, engine))
+        for fmt in renders:
+            started = time.perf_counter()
+            result = engine.render(clip, out / f"foley.{fmt}", RenderOptions(format=fmt))
+            renders[fmt].append(time.perf_counter() - started)
+            if fmt == "wav":
+                for stage, seconds in result.timings.items():
+                    stages.setdefault(stage, []).append(seconds)
+    med = statistics.median
+    print(f"machine: {describe()}")
+    print(f"clip: {clip.name}, {CLIP_SECONDS:.0f} s, medians of {args.repeat} runs\n")
+    print(f"| {'measure':<36} | {'seconds':>8} | {'x real time':>11} |")
+    print(f"|{'-' * 38}|{'-' * 10}|{'-' * 13}|")
+
+    def row(name: str, seconds: float) -> None:
+        print(f"| {name:<36} | {seconds:8.3f} | {seconds / CLIP_SECONDS:11.3f} |")
+
+    row("decode only (PyAV, floor)", med(floor))
+    row("decode path (child process + resize)", med(dpath))
+    for stage in ("decode", "preprocess", "encoder", "generator", "vocoder", "write"):
+        if stage in stages:
+            row(f"  stage in WAV render: {stage}", med(stages[stage]))
+    row("end to end, WAV", med(renders["wav"]))
+    row("end to end, MP4 (video copied + AAC)", med(renders["mp4"]))
+    print()
+    print(
+        f"end-to-end RTF (WAV): {med(renders['wav']) / CLIP_SECONDS:.3f}   "
+        f"end-to-end / decode-only: {med(renders['wav']) / med(floor):.2f}x (WAV), "
+        f"{med(renders['mp4']) / med(floor):.2f}x (MP4)"
+    )
+    print(
+        "(the 'decode' stage time is time spent waiting on the decoder; it runs in its own "
+        "process, in parallel with inference)"
+    )
+
+
+if __name__ == "__main__":
+    main()
