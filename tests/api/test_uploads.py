@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import anyio
-import httpx
+import httpx2
 from fastapi.testclient import TestClient
 
 from service.api import create_app
@@ -104,14 +104,14 @@ def test_chunked_body_over_the_limit_stops_at_the_limit(
             yield b"v" * chunk
         yield multipart_tail()
 
-    async def scenario() -> httpx.Response:
+    async def scenario() -> httpx2.Response:
         async with app.router.lifespan_context(app):
             state = app.state.foley
             with anyio.fail_after(10):
                 while state.engine is None:
                     await anyio.sleep(0.01)
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            transport = httpx2.ASGITransport(app=app)
+            async with httpx2.AsyncClient(transport=transport, base_url="http://test") as client:
                 return await client.post(
                     "/v1/foley", content=body(), headers={"Content-Type": MULTIPART}
                 )
