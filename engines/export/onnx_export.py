@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engines.models.config import ModelConfig
+from engines.models.checkpoint import load_checkpoint
 
 log = logging.getLogger(__name__)
 OPSET = 18
@@ -49,14 +49,7 @@ def _export(
 
 
 def export_tier(checkpoint: Path, out_dir: Path) -> Path:
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    cfg = ModelConfig(**state["config"])
-    encoder, generator, vocoder = cfg.build()
-    encoder.load_state_dict(state["encoder"])
-    generator.load_state_dict(state["generator"])
-    vocoder.load_state_dict(state["vocoder"])
-    for module in (encoder, generator, vocoder):
-        module.eval()
+    cfg, encoder, generator, vocoder = load_checkpoint(checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
     t, r = 8, cfg.mels_per_frame
     bt = {0: "B", 1: "T"}

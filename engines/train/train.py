@@ -60,6 +60,19 @@ def _schedule(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_sc
     )
 
 
+def _step(
+    optimizer: torch.optim.Optimizer,
+    scheduler: torch.optim.lr_scheduler.LRScheduler,
+    loss: torch.Tensor,
+) -> None:
+    optimizer.zero_grad()
+    loss.backward()
+    for group in optimizer.param_groups:
+        torch.nn.utils.clip_grad_norm_(group["params"], 1.0)
+    optimizer.step()
+    scheduler.step()
+
+
 def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) -> torch.nn.Module:
     _, _, vocoder = cfg.build()
     mel = log_mel(cfg)
@@ -79,11 +92,7 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
         )
         pred = vocoder(target_mel)
         loss = multi_resolution_stft_loss(pred, audio) + F.l1_loss(mel(pred), target_mel) * 0.5
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(vocoder.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        _step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.vocoder_steps - 1:
             log.info(
                 "vocoder step %d loss %.4f (%.0f s)",
@@ -117,11 +126,7 @@ def train_generator(
         loss = F.l1_loss(mel, target) + 0.5 * F.binary_cross_entropy_with_logits(
             logits, onset, pos_weight=pos_weight
         )
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        optimizer.step()
-        scheduler.step()
+        _step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
                 "generator step %d loss %.4f (%.0f s)",
