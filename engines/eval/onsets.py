@@ -13,10 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 HOP_S = 0.001
-WINDOW_S = 0.004
+WINDOW_S = 0.005
 MIN_GAP_S = 0.03
-RISE_DB = 9.0  # an onset is a rise of at least this much over the level just before it
-FLOOR_DB = -55.0  # and reaches at least this level (dBFS, RMS over the window)
+# An onset is a rise of RISE_DB over the loudest level of BASELINE_S before it (ending GAP_S
+# before it, so an attack spread over a few ms still counts as one rise). Taking the loudest,
+# not the mean, keeps the level wobble of rolling or sliding noise from reading as onsets.
+RISE_DB = 10.0
+BASELINE_S = (0.012, 0.035)
+FLOOR_DB = -55.0  # and the new level reaches at least this (dBFS, RMS over the window)
 
 
 def level_db(audio: np.ndarray, sample_rate: int) -> tuple[np.ndarray, float]:
@@ -35,8 +39,12 @@ def detect_onsets(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     levels, hop_s = level_db(audio, sample_rate)
     if len(levels) == 0:
         return np.zeros(0)
-    lag = max(1, round(0.01 / hop_s))  # compare with the level 10 ms earlier
-    before = np.concatenate([np.full(lag, -120.0), levels[:-lag]])
+    near, far = (round(s / hop_s) for s in BASELINE_S)
+    # Before the track starts the level is unknown, not silent: a sound already playing at
+    # t = 0 is no onset.
+    padded = np.concatenate([np.full(far, levels[0]), levels])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, far - near + 1)
+    before = windows[: len(levels)].max(axis=1)
     rise = levels - np.maximum(before, FLOOR_DB - RISE_DB)
     candidates = np.flatnonzero((rise >= RISE_DB) & (levels >= FLOOR_DB))
     onsets: list[float] = []

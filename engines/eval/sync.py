@@ -21,6 +21,7 @@ import numpy as np
 from engines.audio.render import synthesize
 from engines.data.clips import write_video_clip
 from engines.eval.onsets import OnsetScore, detect_onsets, match_onsets
+from engines.eval.reference import reference_onsets
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
@@ -73,7 +74,7 @@ def evaluate_clip(
     out = workdir / f"clip_{seed}.wav"
     engine.render(video, out, RenderOptions(format="wav"))
     generated, rate = read_audio(out)
-    score = match_onsets(detect_onsets(generated, rate), detect_onsets(truth, 48000))
+    score = match_onsets(detect_onsets(generated, rate), reference_onsets(clip, truth, 48000))
     return ClipResult(seed, fps, clip.spec.kind, score)
 
 

@@ -25,12 +25,19 @@ def save_checkpoint(
     return path
 
 
+STAGES = ("encoder", "generator", "vocoder")
+
+
 def load_checkpoint(path: Path) -> tuple[ModelConfig, nn.Module, nn.Module, nn.Module]:
     """-> (config, encoder, generator, vocoder), in eval mode."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
-    cfg = ModelConfig(**state["config"])
-    encoder, generator, vocoder = cfg.build()
-    for name, module in (("encoder", encoder), ("generator", generator), ("vocoder", vocoder)):
-        module.load_state_dict(state[name])
-        module.eval()
+    cfg = ModelConfig(**torch.load(path, map_location="cpu", weights_only=True)["config"])
+    encoder, generator, vocoder = (load_stage(path, name) for name in STAGES)
     return cfg, encoder, generator, vocoder
+
+
+def load_stage(path: Path, name: str) -> nn.Module:
+    """One stage of a checkpoint, in eval mode (e.g. to reuse a trained vocoder)."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    module = ModelConfig(**state["config"]).build()[STAGES.index(name)]
+    module.load_state_dict(state[name])
+    return module.eval()

@@ -40,6 +40,7 @@ class ModelConfig:
             feature_dim=self.feature_dim,
             n_mels=self.n_mels,
             mels_per_frame=self.mels_per_frame,
+            frame_rate=self.sample_rate / self.hop,
             dim=self.generator_dim,
             log_floor=self.log_floor,
         )

@@ -14,9 +14,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn import functional as F
 
+from engines.models.checkpoint import load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
 from engines.train.losses import multi_resolution_stft_loss
@@ -30,7 +32,10 @@ class TrainOptions:
     generator_steps: int = 3000
     vocoder_batch: int = 12
     generator_batch: int = 8
-    crop_frames: int = 64  # video frames per generator crop (2.1 s)
+    crop_frames: int = 80  # video frames per generator crop (2.7 s)
+    # The first frames of a crop get no mel loss: ringing from contacts before the crop is in the
+    # target but its events are not in the input.
+    warmup_frames: int = 16
     vocoder_crop_frames: int = 24  # video frames per vocoder crop (0.8 s)
     lr: float = 2e-3
     seed: int = 0
@@ -111,7 +116,7 @@ def train_generator(
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
     scheduler = _schedule(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
-    pos_weight = torch.tensor(20.0)
+    pos_weight = torch.tensor(5.0)
     r, n = cfg.mels_per_frame, opts.crop_frames
     started = time.perf_counter()
     for step in range(opts.generator_steps):
@@ -137,24 +142,56 @@ def train_generator(
     return encoder.eval(), generator.eval()
 
 
+def calibrate_trigger(
+    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip], tolerance: int = 2
+) -> float:
+    """The onset threshold whose rising edges best match the contact frames (F1 within
+    `tolerance` acoustic frames) on `clips`; stored in the generator, so exported with it."""
+    from engines.eval.onsets import match_onsets
+
+    probs, truths = [], []
+    with torch.no_grad():
+        for clip in clips:
+            frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
+            _, onset = generator(encoder(frames, clip.age[None]), events=clip.onset[None])
+            probs.append(onset[0])
+            truths.append(np.flatnonzero(clip.onset.numpy()))
+    best = (-1.0, 0.5)
+    for threshold in [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]:
+        scores = []
+        for prob, truth in zip(probs, truths, strict=True):
+            above = (prob >= threshold).float()
+            rising = above * (1 - F.pad(above, (1, 0))[: len(above)])
+            scores.append(match_onsets(np.flatnonzero(rising.numpy()), truth, tolerance))
+        tp = sum(x.true_positives for x in scores)
+        fp = sum(x.false_positives for x in scores)
+        fn = sum(x.false_negatives for x in scores)
+        f1 = 2 * tp / max(1, 2 * tp + fp + fn)
+        log.info("trigger %.1f: onset-frame F1 %.3f", threshold, f1)
+        best = max(best, (f1, threshold))
+    generator.trigger.fill_(best[1])
+    return best[1]
+
+
 def train(
-    data_dir: Path, out_dir: Path, cfg: ModelConfig, opts: TrainOptions, limit: int | None = None
+    data_dir: Path,
+    out_dir: Path,
+    cfg: ModelConfig,
+    opts: TrainOptions,
+    limit: int | None = None,
+    vocoder_from: Path | None = None,
 ) -> Path:
+    """Train every stage (or reuse the vocoder of `vocoder_from`) and save a checkpoint."""
     torch.manual_seed(opts.seed)
     clips = load_clips(data_dir, cfg, limit)
-    vocoder = train_vocoder(clips, cfg, opts)
+    if vocoder_from is None:
+        vocoder = train_vocoder(clips, cfg, opts)
+    else:
+        vocoder = load_stage(vocoder_from, "vocoder")
     encoder, generator = train_generator(clips, cfg, opts)
+    calibrate_trigger(encoder, generator, clips[: max(1, len(clips) // 10)])
     out_dir.mkdir(parents=True, exist_ok=True)
-    checkpoint = out_dir / "model.pt"
-    torch.save(
-        {
-            "config": cfg.to_dict(),
-            "encoder": encoder.state_dict(),
-            "generator": generator.state_dict(),
-            "vocoder": vocoder.state_dict(),
-        },
-        checkpoint,
-    )
+    checkpoint = save_checkpoint(out_dir / "model.pt", cfg, encoder, generator, vocoder)
     log.info("saved %s", checkpoint)
     return checkpoint
 
@@ -166,11 +203,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vocoder-steps", type=int, default=TrainOptions.vocoder_steps)
     parser.add_argument("--generator-steps", type=int, default=TrainOptions.generator_steps)
     parser.add_argument("--limit", type=int, default=None, help="use only the first N clips")
+    parser.add_argument(
+        "--vocoder-from",
+        type=Path,
+        default=None,
+        help="reuse the vocoder of this checkpoint instead of training one",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
     opts = TrainOptions(vocoder_steps=args.vocoder_steps, generator_steps=args.generator_steps)
-    train(args.data, args.out, ModelConfig(), opts, args.limit)
+    train(args.data, args.out, ModelConfig(), opts, args.limit, args.vocoder_from)
 
 
 if __name__ == "__main__":

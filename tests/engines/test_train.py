@@ -21,10 +21,22 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    cfg = ModelConfig(name="smoke", feature_dim=16, generator_dim=32, vocoder_dim=32,
-                      vocoder_hidden=64, vocoder_blocks=1)
-    opts = TrainOptions(vocoder_steps=3, generator_steps=3, vocoder_batch=2, generator_batch=2,
-                        crop_frames=16, vocoder_crop_frames=8)
+    cfg = ModelConfig(
+        name="smoke",
+        feature_dim=16,
+        generator_dim=32,
+        vocoder_dim=32,
+        vocoder_hidden=64,
+        vocoder_blocks=1,
+    )
+    opts = TrainOptions(
+        vocoder_steps=3,
+        generator_steps=3,
+        vocoder_batch=2,
+        generator_batch=2,
+        crop_frames=16,
+        vocoder_crop_frames=8,
+    )
     checkpoint = train(data, tmp_path / "run", cfg, opts)
     export_tier(checkpoint, tmp_path / "models" / "smoke")
 
