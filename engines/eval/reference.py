@@ -1,10 +1,11 @@
 """Reference onsets from the simulator's ground truth: the contact times a listener can hear.
 
-Contacts are impacts and the starts of slides and rolls. A contact counts when the onset detector, run on the ground-truth track, hears an onset within
-CONFIRM_S of it: the same ear judges the reference and the generated track. Contacts closer than
-MIN_GAP_S merge into one onset (the first), as two objects meeting give one Impact each at the
-same instant. The times are the simulator's contact times, refined below the physics step, so
-timing errors are measured against the truth, not against a detector.
+Contacts are impacts and the starts of slides and rolls. A contact counts when the onset
+detector, run on the ground-truth track, hears an onset within CONFIRM_S of it: the same ear
+judges the reference and the generated track. Contacts closer than MIN_GAP_S merge into one onset
+(the first), as two objects meeting give one Impact each at the same instant. The times are the
+simulator's contact times, refined below the physics step, so timing errors are measured against
+the truth, not against a detector.
 """
 
 from __future__ import annotations
