@@ -31,9 +31,14 @@ def contact_starts(clip: SimClip) -> np.ndarray:
 
 def reference_onsets(clip: SimClip, truth: np.ndarray, sample_rate: int) -> np.ndarray:
     """Audible contact times in seconds, increasing."""
+    return audible(contact_starts(clip), truth, sample_rate)
+
+
+def audible(times: np.ndarray, truth: np.ndarray, sample_rate: int) -> np.ndarray:
+    """The sorted contact `times` the detector hears in `truth`, merged within MIN_GAP_S."""
     heard = detect_onsets(truth, sample_rate)
     onsets: list[float] = []
-    for t in contact_starts(clip):
+    for t in times:
         if onsets and t - onsets[-1] < MIN_GAP_S:
             continue
         if len(heard) and np.min(np.abs(heard - t)) <= CONFIRM_S:

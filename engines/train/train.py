@@ -36,6 +36,7 @@ class TrainOptions:
     # The first frames of a crop get no mel loss: ringing from contacts before the crop is in the
     # target but its events are not in the input.
     warmup_frames: int = 16
+    onset_weight: float = 1.0
     vocoder_crop_frames: int = 24  # video frames per vocoder crop (0.8 s)
     lr: float = 2e-3
     seed: int = 0
@@ -109,9 +110,15 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
 
 
 def train_generator(
-    clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions
+    clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions, init_from: Path | None = None
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
-    encoder, generator, _ = cfg.build()
+    """Encoder and generator together; `init_from` continues from a checkpoint's weights."""
+    if init_from is None:
+        encoder, generator, _ = cfg.build()
+    else:
+        encoder, generator = load_stage(init_from, "encoder"), load_stage(init_from, "generator")
+        encoder.train()
+        generator.train()
     params = list(encoder.parameters()) + list(generator.parameters())
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
     scheduler = _schedule(optimizer, opts.generator_steps)
@@ -128,7 +135,7 @@ def train_generator(
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
         mel, onset_prob = generator(encoder(frames, age))
         logits = torch.logit(onset_prob.clamp(1e-6, 1 - 1e-6))
-        loss = F.l1_loss(mel, target) + 0.5 * F.binary_cross_entropy_with_logits(
+        loss = F.l1_loss(mel, target) + opts.onset_weight * F.binary_cross_entropy_with_logits(
             logits, onset, pos_weight=pos_weight
         )
         _step(optimizer, scheduler, loss)
@@ -180,15 +187,17 @@ def train(
     opts: TrainOptions,
     limit: int | None = None,
     vocoder_from: Path | None = None,
+    init_from: Path | None = None,
 ) -> Path:
-    """Train every stage (or reuse the vocoder of `vocoder_from`) and save a checkpoint."""
+    """Train every stage and save a checkpoint. `vocoder_from` reuses a checkpoint's vocoder;
+    `init_from` continues training its encoder and generator."""
     torch.manual_seed(opts.seed)
     clips = load_clips(data_dir, cfg, limit)
     if vocoder_from is None:
         vocoder = train_vocoder(clips, cfg, opts)
     else:
         vocoder = load_stage(vocoder_from, "vocoder")
-    encoder, generator = train_generator(clips, cfg, opts)
+    encoder, generator = train_generator(clips, cfg, opts, init_from)
     calibrate_trigger(encoder, generator, clips[: max(1, len(clips) // 10)])
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = save_checkpoint(out_dir / "model.pt", cfg, encoder, generator, vocoder)
@@ -209,11 +218,20 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="reuse the vocoder of this checkpoint instead of training one",
     )
+    parser.add_argument(
+        "--init-from",
+        type=Path,
+        default=None,
+        help="continue training this checkpoint's encoder and generator",
+    )
+    parser.add_argument("--lr", type=float, default=TrainOptions.lr)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
-    opts = TrainOptions(vocoder_steps=args.vocoder_steps, generator_steps=args.generator_steps)
-    train(args.data, args.out, ModelConfig(), opts, args.limit, args.vocoder_from)
+    opts = TrainOptions(
+        vocoder_steps=args.vocoder_steps, generator_steps=args.generator_steps, lr=args.lr
+    )
+    train(args.data, args.out, ModelConfig(), opts, args.limit, args.vocoder_from, args.init_from)
 
 
 if __name__ == "__main__":

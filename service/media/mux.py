@@ -107,9 +107,14 @@ def _copy_streams(
         try:
             # opaque: reuse the input's codec object; AV1 decoded by libdav1d has no encoder of
             # that name, and a stream copy needs none.
-            copies[stream.index] = out.add_stream_from_template(stream, opaque=True)
+            copy = out.add_stream_from_template(stream, opaque=True)
         except ValueError as exc:  # PyAV: this format cannot hold this codec
             raise _incompatible([stream], container) from exc
+        if stream.type == "video" and stream.average_rate:
+            # The template copies the codec's frame rate, which some files store wrongly
+            # (30000 for 29.97): keep the rate the input stream really has.
+            copy.codec_context.framerate = stream.average_rate
+        copies[stream.index] = copy
     return copies
 
 

@@ -10,8 +10,13 @@ from engines.eval.onsets import detect_onsets, match_onsets
 SR = 48000
 
 
-def _ring(times: list[float], seconds: float = 2.0, amp: float = 0.3, noise: float = 1e-4,
-          decay: float = 30.0) -> np.ndarray:
+def _ring(
+    times: list[float],
+    seconds: float = 2.0,
+    amp: float = 0.3,
+    noise: float = 1e-4,
+    decay: float = 30.0,
+) -> np.ndarray:
     rng = np.random.default_rng(0)
     audio = rng.normal(0, noise, round(seconds * SR))
     n = np.arange(SR // 4)
