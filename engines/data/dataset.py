@@ -208,10 +208,13 @@ class _Job:
 
 def _write_one(job: _Job) -> dict[str, object]:
     seed = clip_seed(job.seed, job.index, job.holdout)
-    fps = job.fps_choices[int(np.random.default_rng([seed, 6]).integers(len(job.fps_choices)))]
-    record = make_clip(seed, duration_s=job.duration_s, fps=fps, holdout=job.holdout)
     path = job.out_dir / f"clip_{job.index:05d}.npz"
-    save_clip(path, record)
+    if path.exists():  # clips are deterministic per (seed, index): a rerun only adds the missing
+        record = load_clip(path)
+    else:
+        fps = job.fps_choices[int(np.random.default_rng([seed, 6]).integers(len(job.fps_choices)))]
+        record = make_clip(seed, duration_s=job.duration_s, fps=fps, holdout=job.holdout)
+        save_clip(path, record)
     return {
         "file": path.name,
         "seed": seed,

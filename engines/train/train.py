@@ -129,6 +129,9 @@ def train_generator(
     for step in range(opts.generator_steps):
         picks = _crop_starts(clips, opts.generator_batch, n, gen, True)
         rgb = torch.stack([c.rgb[s : s + n] for c, s in picks])
+        # A mirrored scene sounds the same (mono): half the crops are flipped left-right.
+        flip = torch.rand(len(picks), generator=gen) < 0.5
+        rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
         frames = rgb.permute(0, 1, 4, 2, 3).float() / 255.0
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
