@@ -22,5 +22,5 @@ def describe() -> str:
     return (
         f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, "
         f"ONNX Runtime {onnxruntime.__version__}, PyAV {av.__version__} "
-        f"(FFmpeg {'.'.join(map(str, av.ffmpeg_version_info))})"
+        f"(FFmpeg {av.ffmpeg_version_info})"
     )
