@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from engines.data.dataset import make_clip, save_clip
 from engines.export.onnx_export import export_tier
-from engines.models.config import ModelConfig
 from engines.train.train import TrainOptions, train
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
+from tests.conftest import TINY_MODEL
 from tests.media import videos
 
 
@@ -21,14 +22,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    cfg = ModelConfig(
-        name="smoke",
-        feature_dim=16,
-        generator_dim=32,
-        vocoder_dim=32,
-        vocoder_hidden=64,
-        vocoder_blocks=1,
-    )
+    cfg = dataclasses.replace(TINY_MODEL, name="smoke")
     opts = TrainOptions(
         vocoder_steps=3,
         generator_steps=3,

@@ -7,9 +7,9 @@ import torch
 
 from engines.export.onnx_export import export_tier
 from engines.models.checkpoint import save_checkpoint
-from engines.models.config import ModelConfig
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contract import TierConfig, load_tier
+from tests.conftest import TINY_MODEL
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
 
@@ -17,14 +17,7 @@ SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
 @pytest.fixture(scope="session")
 def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
     """A randomly initialised model, exported like the real one: for contract tests."""
-    cfg = ModelConfig(
-        name="tiny",
-        feature_dim=16,
-        generator_dim=32,
-        vocoder_dim=32,
-        vocoder_hidden=64,
-        vocoder_blocks=2,
-    )
+    cfg = TINY_MODEL
     torch.manual_seed(0)
     encoder, generator, vocoder = cfg.build()
     with torch.no_grad():  # onset probabilities around the trigger: events fire here and there
