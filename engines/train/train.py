@@ -136,10 +136,12 @@ def train_generator(
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
-        mel, onset_prob = generator(encoder(frames, age))
+        # Teacher forcing: the ground-truth contact frames fire the events.
+        mel, onset_prob = generator(encoder(frames, age), events=onset)
         logits = torch.logit(onset_prob.clamp(1e-6, 1 - 1e-6))
-        loss = F.l1_loss(mel, target) + opts.onset_weight * F.binary_cross_entropy_with_logits(
-            logits, onset, pos_weight=pos_weight
+        w = opts.warmup_frames * r
+        loss = F.l1_loss(mel[:, w:], target[:, w:]) + opts.onset_weight * (
+            F.binary_cross_entropy_with_logits(logits, onset, pos_weight=pos_weight)
         )
         _step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
