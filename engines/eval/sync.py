@@ -32,14 +32,18 @@ HOLDOUT_SEED_BASE = 1_000_000  # far from the training seeds
 
 
 def read_audio(path: Path) -> tuple[np.ndarray, int]:
-    """Mono float32 samples and sample rate of an audio file (or a video's first audio track)."""
+    """Mono float32 samples in [-1, 1] and sample rate of an audio file (or a video's first
+    audio track), whatever its sample format."""
     with av.open(str(path)) as container:
         stream = container.streams.audio[0]
-        chunks = [f.to_ndarray().astype(np.float32).reshape(-1) for f in container.decode(stream)]
+        to_float = av.AudioResampler(format="flt", layout="mono", rate=stream.rate)
+        chunks = [
+            out.to_ndarray().reshape(-1)
+            for frame in [*container.decode(stream), None]
+            for out in to_float.resample(frame)
+        ]
         rate = stream.rate
     samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
-    if samples.dtype != np.float32 or np.abs(samples).max(initial=0) > 1.5:
-        samples = samples / 32768.0
     return samples.astype(np.float32), rate
 
 
