@@ -19,7 +19,7 @@ import av
 
 from bench.machine import describe
 from service.config import Settings
-from service.media.decode import DecodeLimits, open_video
+from service.media.decode import open_video
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
 
@@ -51,9 +51,8 @@ def decode_only(path: Path) -> float:
 
 def decode_path(path: Path, engine: FoleyEngine) -> float:
     start = time.perf_counter()
-    limits = DecodeLimits.from_settings(engine.settings)
     with open_video(
-        path, width=engine.tier.width, height=engine.tier.height, limits=limits
+        path, width=engine.tier.width, height=engine.tier.height, limits=engine.limits
     ) as stream:
         for _ in stream:
             pass
