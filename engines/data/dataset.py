@@ -35,7 +35,18 @@ log = logging.getLogger(__name__)
 
 SAMPLE_RATE = 48000
 TRACK_HZ = 100
-RENDER_SIZES: tuple[tuple[int, int], ...] = ((128, 72), (96, 72))  # 16:9 and 4:3
+# Scenes render at 16:9 or 4:3, a little larger than the model input (as videos are), and are
+# scaled to the model's square input the way the decoder scales a video.
+ASPECTS = (16 / 9, 4 / 3)
+MODEL_SIZE = 96
+
+
+def render_size(model_size: int, aspect: float) -> tuple[int, int]:
+    """Render (width, height) for a model input of model_size x model_size pixels."""
+    height = 2 * round(model_size * 9 / 16)
+    return 2 * round(height * aspect / 2), height
+
+
 IMPACT_DTYPE = np.dtype(
     [
         ("time_s", "f8"),
@@ -83,20 +94,20 @@ def make_clip(
     *,
     duration_s: float,
     fps: float | Fraction,
-    model_width: int = 64,
-    model_height: int = 64,
+    model_width: int = MODEL_SIZE,
+    model_height: int = MODEL_SIZE,
     render_width: int | None = None,
     render_height: int | None = None,
     holdout: bool = False,
     kind: str | None = None,
 ) -> ClipRecord:
     """Simulate, render, synthesise and convert the scene of `seed`. When the render size is not
-    given, one of RENDER_SIZES is picked from the seed."""
+    given, one of ASPECTS is picked from the seed."""
     if (render_width is None) != (render_height is None):
         raise ValueError("give both render_width and render_height, or neither")
     if render_width is None or render_height is None:
-        pick = int(np.random.default_rng([seed, 5]).integers(len(RENDER_SIZES)))
-        render_width, render_height = RENDER_SIZES[pick]
+        pick = int(np.random.default_rng([seed, 5]).integers(len(ASPECTS)))
+        render_width, render_height = render_size(max(model_width, model_height), ASPECTS[pick])
     spec = scene_from_seed(seed, kind=kind, holdout=holdout)
     clip = simulate(spec, duration_s=duration_s, fps=fps, width=render_width, height=render_height)
     audio = synthesize(clip, sample_rate=SAMPLE_RATE, seed=seed)

@@ -21,12 +21,19 @@ MOVING_MPS = 0.01
 
 def contact_starts(clip: SimClip) -> np.ndarray:
     """Impact times and the times slides and rolls begin, sorted."""
-    times = [impact.time_s for impact in clip.impacts]
+    times = [np.asarray([impact.time_s for impact in clip.impacts], dtype=np.float64)]
     for track in clip.tracks:
-        moving = (track.slide_speed > MOVING_MPS) | (track.roll_speed > MOVING_MPS)
-        begins = np.flatnonzero(moving & ~np.concatenate([[False], moving[:-1]]))
-        times.extend(track.time_s[begins].tolist())
-    return np.sort(np.asarray(times, dtype=np.float64))
+        times.append(motion_starts(track.time_s, track.slide_speed, track.roll_speed))
+    return np.sort(np.concatenate(times))
+
+
+def motion_starts(
+    time_s: np.ndarray, slide_speed: np.ndarray, roll_speed: np.ndarray
+) -> np.ndarray:
+    """The times at which one contact pair's sliding or rolling begins."""
+    moving = (slide_speed > MOVING_MPS) | (roll_speed > MOVING_MPS)
+    begins = np.flatnonzero(moving & ~np.concatenate([[False], moving[:-1]]))
+    return time_s[begins].astype(np.float64)
 
 
 def reference_onsets(clip: SimClip, truth: np.ndarray, sample_rate: int) -> np.ndarray:

@@ -63,6 +63,7 @@ def evaluate_clip(
     *,
     duration_s: float = 5.0,
     size: tuple[int, int] = (320, 180),
+    holdout: bool = True,
 ) -> ClipResult:
     video = workdir / f"clip_{seed}.mp4"
     clip = write_video_clip(
@@ -72,7 +73,7 @@ def evaluate_clip(
         fps=fps,
         width=size[0],
         height=size[1],
-        holdout=True,
+        holdout=holdout,
     )
     truth = synthesize(clip, seed=seed)
     out = workdir / f"clip_{seed}.wav"
@@ -83,13 +84,20 @@ def evaluate_clip(
 
 
 def evaluate(
-    engine: FoleyEngine, *, clips: int, seed: int = HOLDOUT_SEED_BASE, duration_s: float = 5.0
+    engine: FoleyEngine,
+    *,
+    clips: int,
+    seed: int = HOLDOUT_SEED_BASE,
+    duration_s: float = 5.0,
+    holdout: bool = True,
 ) -> list[ClipResult]:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(clips):
             fps = FPS_CHOICES[i % len(FPS_CHOICES)]
-            result = evaluate_clip(engine, seed + i, fps, Path(tmp), duration_s=duration_s)
+            result = evaluate_clip(
+                engine, seed + i, fps, Path(tmp), duration_s=duration_s, holdout=holdout
+            )
             log.info("seed %d %s %d fps: F1 %.2f", result.seed, result.kind, fps, result.score.f1)
             results.append(result)
     return results
@@ -118,6 +126,13 @@ def summary(results: list[ClipResult]) -> str:
     for fps in sorted({r.fps for r in results}):
         sub = [r.score for r in results if r.fps == fps]
         lines.append(f"  {fps} fps: F1 {combined(sub).f1:.3f} ({len(sub)} clips)")
+    for kind in sorted({r.kind for r in results}):
+        score = combined([r.score for r in results if r.kind == kind])
+        lines.append(
+            f"  {kind}: F1 {score.f1:.3f}   precision {score.precision:.3f}   "
+            f"recall {score.recall:.3f}   reference onsets "
+            f"{score.true_positives + score.false_negatives}"
+        )
     return "\n".join(lines)
 
 
@@ -126,10 +141,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clips", type=int, default=24)
     parser.add_argument("--seed", type=int, default=HOLDOUT_SEED_BASE)
     parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument(
+        "--scenes",
+        choices=("holdout", "fresh"),
+        default="holdout",
+        help="holdout: shapes, sizes and cameras never used in training; "
+        "fresh: the training distribution with unseen seeds",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = FoleyEngine.load(Settings())
-    results = evaluate(engine, clips=args.clips, seed=args.seed, duration_s=args.duration)
+    results = evaluate(
+        engine,
+        clips=args.clips,
+        seed=args.seed,
+        duration_s=args.duration,
+        holdout=args.scenes == "holdout",
+    )
     print(summary(results))
 
 

@@ -15,8 +15,8 @@ class ModelConfig:
     name: str = "preview"
     version: str = "0.1.0"
     fps: int = 30
-    width: int = 64
-    height: int = 64
+    width: int = 96
+    height: int = 96
     sample_rate: int = 48000
     hop: int = 400  # 120 acoustic frames per second: 4 per video frame, 8.3 ms each
     n_mels: int = 64

@@ -22,27 +22,37 @@ class VisualEncoder(nn.Module):
     def __init__(
         self,
         *,
-        height: int = 64,
-        width: int = 64,
+        height: int = 96,
+        width: int = 96,
         dim: int = 96,
-        channels: tuple[int, ...] = (16, 32, 48, 64),
+        stem: int = 4,
+        channels: tuple[int, ...] = (24, 32, 48, 64),
     ) -> None:
+        """A `stem` x `stem` patch embedding (stride `stem`) of each frame, then, on the
+        embeddings of the frame and of its difference to the previous frame, a stride-2 3x3
+        convolution per further entry of `channels`. The embedding is linear, so the difference
+        of two frames' embeddings is the embedding of their difference: each frame is embedded
+        once, and a larger input costs little (small objects need the pixels, not a deep stack
+        at full resolution)."""
         super().__init__()
+        self.stem = nn.Conv2d(3, channels[0], stem, stride=stem)
         layers: list[nn.Module] = []
-        c_in = 6  # the frame and its difference to the previous frame
-        for c_out in channels:
+        c_in = 2 * channels[0]
+        for c_out in channels[1:]:
             layers += [nn.Conv2d(c_in, c_out, 3, stride=2, padding=1), nn.GELU()]
             c_in = c_out
         self.cnn = nn.Sequential(*layers)
-        scale = 2 ** len(channels)
+        scale = stem * 2 ** (len(channels) - 1)
         self.proj = nn.Linear(c_in * (height // scale) * (width // scale), dim)
         self.out = nn.Linear(dim + 1, dim)
         self.dim = dim
 
     def forward(self, frames: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
         b, t, c, h, w = frames.shape
-        prev = torch.cat([frames[:, :1], frames[:, :-1]], dim=1)
-        x = torch.cat([frames, (frames - prev) * 4.0], dim=2).reshape(b * t, 2 * c, h, w)
+        e = self.stem(frames.reshape(b * t, c, h, w))
+        e = e.reshape(b, t, *e.shape[1:])
+        prev = torch.cat([e[:, :1], e[:, :-1]], dim=1)
+        x = F.gelu(torch.cat([e, (e - prev) * 4.0], dim=2)).flatten(0, 1)
         x = self.cnn(x).reshape(b, t, -1)
         x = F.gelu(self.proj(x))
         return self.out(torch.cat([x, age.unsqueeze(-1)], dim=-1))

@@ -8,14 +8,23 @@ R = mels_per_frame. Output frame t*R + r depends on features [t - left_context, 
 frame of lookahead, because a bounce is only visible once the object has moved away again.
 
 The mel is the sum, in power, of two parts:
-- a continuous part (rolling, sliding), regressed directly;
-- contact sounds: an event fires on the acoustic frame where the onset probability rises past
-  `trigger`, and emits, per mel band, a mixture of exponential decays (the modal picture: each
-  band rings down at its own rate) whose level and mixture are predicted at that frame.
+- a continuous part (rolling, sliding), regressed directly, then averaged in power over the last
+  CONTINUOUS_SMOOTH_S: sustained sounds only, no attacks of their own (unsmoothed, the part
+  learned to answer uncertainty near contacts with short bursts, which a listener hears as extra
+  onsets);
+- contact sounds: discrete events, each emitting, per mel band, a mixture of exponential decays
+  (the modal picture: each band rings down at its own rate) whose level and mixture are predicted
+  at the event's frame.
 Regressing impacts directly would blur them: with L1 on log-mel, a model unsure of the exact frame
-hedges with a quiet smear. Firing discrete events keeps every onset sharp; during training the
-ground-truth contact frames fire the events (teacher forcing), so level and timbre learn from
-correctly placed events while the onset head learns where to fire.
+hedges with a quiet smear. Firing discrete events keeps every onset sharp.
+
+Where events fire is decided at video rate, where the evidence is: a head gives the probability
+that a contact happens during video frame t, another where inside the frame (one of R acoustic
+frames, from the motion before and after). The onset output is their product, so it is still the
+probability per acoustic frame. An event fires where the frame probability rises past `trigger`,
+at the most likely acoustic frame inside it. During training the ground-truth contact frames fire
+the events (teacher forcing), so level and timbre learn from correctly placed events while the
+two heads learn where to fire.
 """
 
 from __future__ import annotations
@@ -31,6 +40,7 @@ from engines.models.layers import CausalConv1d, ConvNeXtBlock
 # T60 (s) of the decay bank: from a click to a ringing metal plate.
 DECAY_T60_S = (0.01, 0.03, 0.08, 0.2, 0.5, 1.2)
 TEMPLATE_S = 1.0
+CONTINUOUS_SMOOTH_S = 0.1
 
 
 class Generator(nn.Module):
@@ -57,7 +67,8 @@ class Generator(nn.Module):
             ConvNeXtBlock(mel_dim, mel_dim * 3, kernel=5) for _ in range(mel_blocks)
         )
         self.continuous = nn.Conv1d(mel_dim, n_mels, 1)
-        self.onset = nn.Conv1d(mel_dim, 1, 1)
+        self.onset = nn.Conv1d(dim, 1, 1)  # at video rate
+        self.offset = nn.Conv1d(dim, mels_per_frame, 1)  # where in the video frame
         self.event_level = nn.Conv1d(mel_dim, n_mels, 1)
         self.event_decay = nn.Conv1d(mel_dim, n_mels * len(DECAY_T60_S), 1)
         self.r, self.mel_dim, self.n_mels = mels_per_frame, mel_dim, n_mels
@@ -66,6 +77,10 @@ class Generator(nn.Module):
         rates = torch.tensor([math.log(1e6) / (t60 * frame_rate) for t60 in DECAY_T60_S])
         kernel = torch.exp(-rates[:, None] * torch.arange(taps - 1, -1, -1.0)[None])  # (R, taps)
         self.register_buffer("decay_kernel", kernel.repeat(n_mels, 1)[:, None], persistent=False)
+        smooth = round(CONTINUOUS_SMOOTH_S * frame_rate)
+        self.register_buffer(
+            "smooth_kernel", torch.full((n_mels, 1, smooth), 1.0 / smooth), persistent=False
+        )
         self.register_buffer("trigger", torch.tensor(0.5))
         nn.init.constant_(self.continuous.bias, math.log(log_floor))
         nn.init.constant_(self.onset.bias, -4.0)
@@ -78,30 +93,62 @@ class Generator(nn.Module):
     def left_context(self) -> int:
         """In video frames."""
         video = self.inp.left_context + sum(b.left_context for b in self.blocks)
-        acoustic = sum(b.left_context for b in self.mel_blocks) + self.template_frames - 1
-        return video + -(-acoustic // self.r)
+        acoustic = (
+            sum(b.left_context for b in self.mel_blocks)
+            + max(self.template_frames, self.smooth_kernel.shape[-1])
+            - 1
+        )
+        # + 1: an event fires on a rise of the onset probability over the previous frame's.
+        return video + 1 + -(-acoustic // self.r)
 
     @property
     def right_context(self) -> int:
         return self.inp.right_context
 
+    def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """features [B, T, D] -> (acoustic-rate trunk [B, mel_dim, T*R], onset logit [B, T],
+        offset logits [B, R, T])."""
+        b, t, _ = features.shape
+        x = self.inp(features.transpose(1, 2))
+        for block in self.blocks:
+            x = block(x)
+        onset_logit = self.onset(x).squeeze(1)
+        offset_logit = self.offset(x)
+        x = F.gelu(self.up(x.transpose(1, 2))).reshape(b, t * self.r, self.mel_dim).transpose(1, 2)
+        for block in self.mel_blocks:
+            x = block(x)
+        return x, onset_logit, offset_logit
+
+    def fire(self, onset_logit: torch.Tensor, offset_logit: torch.Tensor) -> torch.Tensor:
+        """[B, T], [B, R, T] -> events [B, T*R] in {0, 1}: one per rise of the frame probability
+        past `trigger`, on the most likely acoustic frame of that video frame."""
+        b, t = onset_logit.shape
+        above = (torch.sigmoid(onset_logit) >= self.trigger).float()
+        rising = above * (1.0 - F.pad(above, (1, 0))[:, :t])
+        best = (offset_logit >= offset_logit.max(dim=1, keepdim=True).values).float()
+        return (rising[:, None, :] * best).transpose(1, 2).reshape(b, t * self.r)
+
     def forward(
         self, features: torch.Tensor, events: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """`events` [B, M] in {0, 1}: the frames where contact sounds start (training); None
-        fires them where the onset probability rises past `trigger` (inference)."""
-        b, t, _ = features.shape
-        m = t * self.r
-        x = self.inp(features.transpose(1, 2))
-        for block in self.blocks:
-            x = block(x)
-        x = F.gelu(self.up(x.transpose(1, 2))).reshape(b, m, self.mel_dim).transpose(1, 2)
-        for block in self.mel_blocks:
-            x = block(x)
-        onset = torch.sigmoid(self.onset(x)).squeeze(1)
+        fires them from the onset heads (inference)."""
+        x, onset_logit, offset_logit = self.heads(features)
+        return self.render(x, onset_logit, offset_logit, events)
+
+    def render(
+        self,
+        x: torch.Tensor,
+        onset_logit: torch.Tensor,
+        offset_logit: torch.Tensor,
+        events: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        b, _, m = x.shape
+        n = self.n_mels
+        where = torch.softmax(offset_logit, dim=1) * torch.sigmoid(onset_logit)[:, None, :]
+        onset = where.transpose(1, 2).reshape(b, m)
         if events is None:
-            above = (onset >= self.trigger).float()
-            events = above * (1.0 - F.pad(above, (1, 0))[:, :m])
+            events = self.fire(onset_logit, offset_logit)
         level = torch.exp(torch.clamp(self.event_level(x), max=8.0))
         mix = torch.softmax(self.event_decay(x).reshape(b, self.n_mels, -1, m), dim=2)
         emission = (events[:, None, None, :] * level[:, :, None, :] * mix).reshape(b, -1, m)
@@ -110,6 +157,9 @@ class Generator(nn.Module):
             F.pad(emission, (taps - 1, 0)), self.decay_kernel, groups=emission.shape[1]
         )
         power = ringing.reshape(b, self.n_mels, -1, m).sum(dim=2)
-        power = power + torch.exp(torch.clamp(self.continuous(x), max=8.0))
+        continuous = torch.exp(torch.clamp(self.continuous(x), max=8.0))
+        smooth = self.smooth_kernel.shape[-1]
+        continuous = F.conv1d(F.pad(continuous, (smooth - 1, 0)), self.smooth_kernel, groups=n)
+        power = power + continuous
         mel = torch.log(power + self.log_floor)
         return mel.transpose(1, 2), onset

@@ -58,7 +58,7 @@ class Material:
 
 
 # fmt: off
-# Colours are far apart in hue or lightness so a 64x64 model can tell materials from pixels.
+# Colours are far apart in hue or lightness so a 96x96 model can tell materials from pixels.
 #             surface  colour               specular restitution friction rolling  density
 _PHYSICS: dict[str, tuple[bool, RGB, float, float, float, float, float]] = {
     "wood":        (False, (0.55, 0.33, 0.14), 0.10, 0.55, 0.55, 0.002,  650.0),

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from engines.data.dataset import load_clip as read_clip
-from engines.eval.reference import audible
+from engines.eval.reference import audible, motion_starts
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
 from service.pipeline.preprocess import resample_clip
@@ -53,9 +53,14 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
     src = record.audio[: len(audio)]
     audio[: len(src)] = src
     onset = np.zeros(num_frames * cfg.mels_per_frame, np.float32)
-    # Only impacts a listener hears fire events: the model is not asked to see a resting
-    # object's inaudible rattle, and the targets match the evaluation's reference onsets.
-    heard = audible(np.sort(record.impacts["time_s"]), audio, cfg.sample_rate)
+    # Only contacts a listener hears fire events: the model is not asked to see a resting
+    # object's inaudible rattle, and the targets are the evaluation's reference onsets.
+    starts = [record.impacts["time_s"].astype(np.float64)]
+    for pair in range(len(record.slide_speed)):
+        starts.append(
+            motion_starts(record.track_times_s, record.slide_speed[pair], record.roll_speed[pair])
+        )
+    heard = audible(np.sort(np.concatenate(starts)), audio, cfg.sample_rate)
     index = np.floor(heard * cfg.sample_rate / cfg.hop).astype(int)
     onset[index[(index >= 0) & (index < len(onset))]] = 1.0
     audio_t = torch.from_numpy(audio)

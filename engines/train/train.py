@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
+from engines.eval.onsets import OnsetScore, match_onsets
 from engines.models.checkpoint import load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TrainOptions:
     vocoder_steps: int = 2000
-    generator_steps: int = 3000
+    generator_steps: int = 4000
     vocoder_batch: int = 12
     generator_batch: int = 8
     crop_frames: int = 80  # video frames per generator crop (2.7 s)
@@ -37,6 +38,7 @@ class TrainOptions:
     # target but its events are not in the input.
     warmup_frames: int = 16
     onset_weight: float = 1.0
+    augment_p: float = 0.7  # share of crops given a random zoom, shift, squash and exposure
     vocoder_crop_frames: int = 24  # video frames per vocoder crop (0.8 s)
     lr: float = 2e-3
     seed: int = 0
@@ -109,21 +111,79 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
     return vocoder.eval()
 
 
+def augment(frames: torch.Tensor, p: float, gen: torch.Generator) -> torch.Tensor:
+    """frames [B, T, 3, H, W] in [0, 1]: each crop, with probability p, seen through a camera
+    that is zoomed (0.8-1.25x), shifted (up to 12 % of the frame), squashed or stretched
+    vertically (0.8-1.25x, as a steeper or flatter view foreshortens the floor) and exposed
+    differently (gain 0.8-1.2, offset +-0.05). The same for every frame of the crop."""
+    b, t, c, h, w = frames.shape
+
+    def uniform(lo: float, hi: float) -> torch.Tensor:
+        return lo + (hi - lo) * torch.rand(b, generator=gen)
+
+    on = torch.rand(b, generator=gen) < p
+    zoom = torch.exp(uniform(-0.22, 0.22))
+    squash = torch.exp(uniform(-0.22, 0.22))
+    theta = torch.zeros(b, 2, 3)
+    theta[:, 0, 0] = 1 / zoom
+    theta[:, 1, 1] = 1 / (zoom * squash)
+    theta[:, 0, 2] = uniform(-0.12, 0.12)
+    theta[:, 1, 2] = uniform(-0.12, 0.12)
+    identity = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    theta = torch.where(on[:, None, None], theta, identity)
+    grid = F.affine_grid(theta, [b, c, h, w], align_corners=False)
+    grid = grid.repeat_interleave(t, dim=0)
+    out = F.grid_sample(
+        frames.reshape(b * t, c, h, w), grid, padding_mode="border", align_corners=False
+    ).reshape(b, t, c, h, w)
+    gain = torch.where(on, uniform(0.8, 1.2), 1.0)[:, None, None, None, None]
+    bias = torch.where(on, uniform(-0.05, 0.05), 0.0)[:, None, None, None, None]
+    return (out * gain + bias).clamp(0.0, 1.0)
+
+
+def onset_losses(
+    onset_logit: torch.Tensor, offset_logit: torch.Tensor, onset: torch.Tensor, r: int
+) -> torch.Tensor:
+    """BCE of the video-rate onset head against "a contact starts in this video frame", plus
+    cross-entropy of the offset head against the acoustic frame it starts on (on those frames)."""
+    b, t = onset_logit.shape
+    per_frame = onset.reshape(b, t, r)
+    target = per_frame.amax(dim=-1)
+    loss = F.binary_cross_entropy_with_logits(onset_logit, target, pos_weight=torch.tensor(2.0))
+    hit = target > 0
+    if hit.any():
+        where = per_frame.argmax(dim=-1)
+        logits = offset_logit.transpose(1, 2)[hit]
+        loss = loss + F.cross_entropy(logits, where[hit])
+    return loss
+
+
+def _warm_start(module: torch.nn.Module, checkpoint: Path, name: str) -> None:
+    """Copy the checkpoint stage's tensors whose names and shapes match (new heads start fresh)."""
+    state = torch.load(checkpoint, map_location="cpu", weights_only=True)[name]
+    own = module.state_dict()
+    same = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    module.load_state_dict(same, strict=False)
+    log.info("%s: %d of %d tensors from %s", name, len(same), len(own), checkpoint)
+
+
 def train_generator(
-    clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions, init_from: Path | None = None
+    clips: list[TrainClip],
+    cfg: ModelConfig,
+    opts: TrainOptions,
+    init_from: Path | None = None,
+    val: list[TrainClip] | None = None,
 ) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """Encoder and generator together; `init_from` continues from a checkpoint's weights."""
-    if init_from is None:
-        encoder, generator, _ = cfg.build()
-    else:
-        encoder, generator = load_stage(init_from, "encoder"), load_stage(init_from, "generator")
-        encoder.train()
-        generator.train()
+    """Encoder and generator together; `init_from` starts from a checkpoint's weights (those
+    that fit). `val` clips report the onset F1 every 500 steps."""
+    encoder, generator, _ = cfg.build()
+    if init_from is not None:
+        _warm_start(encoder, init_from, "encoder")
+        _warm_start(generator, init_from, "generator")
     params = list(encoder.parameters()) + list(generator.parameters())
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
     scheduler = _schedule(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
-    pos_weight = torch.tensor(5.0)
     r, n = cfg.mels_per_frame, opts.crop_frames
     started = time.perf_counter()
     for step in range(opts.generator_steps):
@@ -132,55 +192,83 @@ def train_generator(
         # A mirrored scene sounds the same (mono): half the crops are flipped left-right.
         flip = torch.rand(len(picks), generator=gen) < 0.5
         rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
-        frames = rgb.permute(0, 1, 4, 2, 3).float() / 255.0
+        frames = augment(rgb.permute(0, 1, 4, 2, 3).float() / 255.0, opts.augment_p, gen)
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
+        x, onset_logit, offset_logit = generator.heads(encoder(frames, age))
         # Teacher forcing: the ground-truth contact frames fire the events.
-        mel, onset_prob = generator(encoder(frames, age), events=onset)
-        logits = torch.logit(onset_prob.clamp(1e-6, 1 - 1e-6))
+        mel, _ = generator.render(x, onset_logit, offset_logit, events=onset)
         w = opts.warmup_frames * r
-        loss = F.l1_loss(mel[:, w:], target[:, w:]) + opts.onset_weight * (
-            F.binary_cross_entropy_with_logits(logits, onset, pos_weight=pos_weight)
-        )
-        _step(optimizer, scheduler, loss)
+        mel_loss = F.l1_loss(mel[:, w:], target[:, w:])
+        onset_loss = onset_losses(onset_logit, offset_logit, onset, r)
+        _step(optimizer, scheduler, mel_loss + opts.onset_weight * onset_loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
-                "generator step %d loss %.4f (%.0f s)",
+                "generator step %d mel %.4f onset %.4f (%.0f s)",
                 step,
-                loss.item(),
+                mel_loss.item(),
+                onset_loss.item(),
                 time.perf_counter() - started,
             )
+        if val and (step % 500 == 499 or step == opts.generator_steps - 1):
+            score = onset_score(encoder.eval(), generator.eval(), val, cfg)
+            log.info(
+                "generator step %d validation onset F1 %.3f (P %.3f, R %.3f)",
+                step,
+                score.f1,
+                score.precision,
+                score.recall,
+            )
+            encoder.train()
+            generator.train()
     return encoder.eval(), generator.eval()
 
 
-def calibrate_trigger(
-    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip], tolerance: int = 2
-) -> float:
-    """The onset threshold whose rising edges best match the contact frames (F1 within
-    `tolerance` acoustic frames) on `clips`; stored in the generator, so exported with it."""
-    from engines.eval.onsets import match_onsets
-
-    probs, truths = [], []
+def onset_score(
+    encoder: torch.nn.Module,
+    generator: torch.nn.Module,
+    clips: list[TrainClip],
+    cfg: ModelConfig,
+    trigger: float | None = None,
+) -> OnsetScore:
+    """Events the model fires on `clips` against their contact onsets, matched within +-50 ms
+    (the sync metric, without the vocoder and the detector)."""
+    saved = float(generator.trigger)
+    if trigger is not None:
+        generator.trigger.fill_(trigger)
+    seconds = cfg.hop / cfg.sample_rate
+    scores = []
     with torch.no_grad():
         for clip in clips:
             frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            _, onset = generator(encoder(frames, clip.age[None]), events=clip.onset[None])
-            probs.append(onset[0])
-            truths.append(np.flatnonzero(clip.onset.numpy()))
+            _, onset_logit, offset_logit = generator.heads(encoder(frames, clip.age[None]))
+            fired = generator.fire(onset_logit, offset_logit)[0].numpy()
+            truth = np.flatnonzero(clip.onset.numpy())
+            scores.append(match_onsets(np.flatnonzero(fired) * seconds, truth * seconds))
+    generator.trigger.fill_(saved)
+    total = scores[0]
+    for score in scores[1:]:
+        total = total + score
+    return total
+
+
+def calibrate_trigger(
+    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip], cfg: ModelConfig
+) -> float:
+    """The onset threshold with the best onset F1 on `clips`; stored in the generator, so
+    exported with it."""
     best = (-1.0, 0.5)
-    for threshold in [0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8]:
-        scores = []
-        for prob, truth in zip(probs, truths, strict=True):
-            above = (prob >= threshold).float()
-            rising = above * (1 - F.pad(above, (1, 0))[: len(above)])
-            scores.append(match_onsets(np.flatnonzero(rising.numpy()), truth, tolerance))
-        tp = sum(x.true_positives for x in scores)
-        fp = sum(x.false_positives for x in scores)
-        fn = sum(x.false_negatives for x in scores)
-        f1 = 2 * tp / max(1, 2 * tp + fp + fn)
-        log.info("trigger %.1f: onset-frame F1 %.3f", threshold, f1)
-        best = max(best, (f1, threshold))
+    for threshold in np.round(np.arange(0.15, 0.8, 0.05), 2).tolist():
+        score = onset_score(encoder, generator, clips, cfg, threshold)
+        log.info(
+            "trigger %.2f: onset F1 %.3f (P %.3f, R %.3f)",
+            threshold,
+            score.f1,
+            score.precision,
+            score.recall,
+        )
+        best = max(best, (score.f1, threshold))
     generator.trigger.fill_(best[1])
     return best[1]
 
@@ -193,17 +281,20 @@ def train(
     limit: int | None = None,
     vocoder_from: Path | None = None,
     init_from: Path | None = None,
+    val_dir: Path | None = None,
 ) -> Path:
     """Train every stage and save a checkpoint. `vocoder_from` reuses a checkpoint's vocoder;
-    `init_from` continues training its encoder and generator."""
+    `init_from` continues training its encoder and generator. The onset trigger is calibrated
+    on the clips of `val_dir` (a tenth of the training clips without one)."""
     torch.manual_seed(opts.seed)
     clips = load_clips(data_dir, cfg, limit)
+    val = load_clips(val_dir, cfg) if val_dir is not None else None
     if vocoder_from is None:
         vocoder = train_vocoder(clips, cfg, opts)
     else:
         vocoder = load_stage(vocoder_from, "vocoder")
-    encoder, generator = train_generator(clips, cfg, opts, init_from)
-    calibrate_trigger(encoder, generator, clips[: max(1, len(clips) // 10)])
+    encoder, generator = train_generator(clips, cfg, opts, init_from, val)
+    calibrate_trigger(encoder, generator, val or clips[: max(1, len(clips) // 10)], cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     checkpoint = save_checkpoint(out_dir / "model.pt", cfg, encoder, generator, vocoder)
     log.info("saved %s", checkpoint)
@@ -230,13 +321,25 @@ def main(argv: list[str] | None = None) -> None:
         help="continue training this checkpoint's encoder and generator",
     )
     parser.add_argument("--lr", type=float, default=TrainOptions.lr)
+    parser.add_argument(
+        "--val", type=Path, default=None, help="clips (not trained on) to calibrate and report on"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
     opts = TrainOptions(
         vocoder_steps=args.vocoder_steps, generator_steps=args.generator_steps, lr=args.lr
     )
-    train(args.data, args.out, ModelConfig(), opts, args.limit, args.vocoder_from, args.init_from)
+    train(
+        args.data,
+        args.out,
+        ModelConfig(),
+        opts,
+        args.limit,
+        args.vocoder_from,
+        args.init_from,
+        args.val,
+    )
 
 
 if __name__ == "__main__":

@@ -33,6 +33,9 @@ MuxContainer = Literal["mp4", "mov", "mkv"]
 _FORMATS: dict[str, str] = {"mp4": "mp4", "mov": "mov", "mkv": "matroska"}
 _AAC_FRAME = 1024
 _AAC_BIT_RATE = 128_000
+# FFmpeg's "fast" AAC coder: at 128 kb/s it sounds better than the "twoloop" search and needs
+# about half the CPU (FFmpeg made it the default for that reason in 2018).
+_AAC_OPTIONS = {"aac_coder": "fast"}
 _MAX_MOVIE_TIMESCALE = 1 << 22  # beyond this, fall back to the audio rate (rounding < 1 sample)
 
 
@@ -151,7 +154,9 @@ class _FoleyTrack:
         rate: int,
         start_s: float,
     ) -> None:
-        self.stream: AudioStream = out.add_stream("aac", rate=rate, layout="mono")
+        self.stream: AudioStream = out.add_stream(
+            "aac", rate=rate, layout="mono", options=dict(_AAC_OPTIONS)
+        )
         self.stream.codec_context.bit_rate = _AAC_BIT_RATE
         self._out = out
         self._time_base = Fraction(1, rate)

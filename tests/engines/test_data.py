@@ -10,10 +10,13 @@ import numpy as np
 
 from engines.data.clips import write_video_clip
 from engines.data.dataset import (
+    ASPECTS,
     IMPACT_DTYPE,
+    MODEL_SIZE,
     clip_seed,
     load_clip,
     make_clip,
+    render_size,
     save_clip,
     write_dataset,
 )
@@ -21,14 +24,19 @@ from engines.data.dataset import (
 
 def test_make_clip_contract() -> None:
     rec = make_clip(7, duration_s=1.0, fps=25, kind="drop")
-    assert rec.frames.shape == (25, 64, 64, 3) and rec.frames.dtype == np.uint8
+    assert rec.frames.shape == (25, MODEL_SIZE, MODEL_SIZE, 3) and rec.frames.dtype == np.uint8
     np.testing.assert_allclose(rec.times_s, np.arange(25) / 25)
     assert rec.audio.shape == (48000,) and rec.audio.dtype == np.float32
     assert rec.impacts.dtype == IMPACT_DTYPE
     assert np.all(np.diff(rec.impacts["time_s"]) >= 0)
-    assert (rec.render_width, rec.render_height) in ((128, 72), (96, 72))
+    assert (rec.render_width, rec.render_height) in [render_size(MODEL_SIZE, a) for a in ASPECTS]
     p = len(rec.track_material)
     assert rec.slide_speed.shape == rec.roll_speed.shape == rec.normal_force.shape == (p, 100)
+
+
+def test_render_sizes_keep_the_aspect_and_even_dimensions() -> None:
+    assert [render_size(64, a) for a in ASPECTS] == [(128, 72), (96, 72)]
+    assert [render_size(96, a) for a in ASPECTS] == [(192, 108), (144, 108)]
 
 
 def test_saved_clip_loads_identically(tmp_path: Path) -> None:

