@@ -128,10 +128,13 @@ def summary(results: list[ClipResult]) -> str:
         lines.append(f"  {fps} fps: F1 {combined(sub).f1:.3f} ({len(sub)} clips)")
     for kind in sorted({r.kind for r in results}):
         score = combined([r.score for r in results if r.kind == kind])
+        predicted = score.true_positives + score.false_positives
+        reference = score.true_positives + score.false_negatives
+        precision = f"{score.precision:.3f}" if predicted else "-"
+        recall = f"{score.recall:.3f}" if reference else "-"
         lines.append(
-            f"  {kind}: F1 {score.f1:.3f}   precision {score.precision:.3f}   "
-            f"recall {score.recall:.3f}   reference onsets "
-            f"{score.true_positives + score.false_negatives}"
+            f"  {kind}: F1 {score.f1:.3f}   precision {precision}   recall {recall}   "
+            f"predicted {predicted}   reference {reference}"
         )
     return "\n".join(lines)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.eval.onsets import detect_onsets, match_onsets
+from engines.eval.onsets import OnsetScore, detect_onsets, match_onsets
+from engines.eval.sync import ClipResult, summary
 
 SR = 48000
 
@@ -67,3 +68,14 @@ def test_closest_pairs_match_first() -> None:
 
 def test_no_reference_and_no_prediction_is_perfect() -> None:
     assert match_onsets(np.zeros(0), np.zeros(0)).f1 == 1.0
+
+
+def test_summary_per_kind_counts_and_undefined_rates() -> None:
+    results = [
+        ClipResult(1, 30, "static", OnsetScore(0, 0, 0, np.zeros(0))),
+        ClipResult(2, 30, "static", OnsetScore(0, 1, 0, np.zeros(0))),
+        ClipResult(3, 25, "drop", OnsetScore(2, 1, 1, np.array([0.001, -0.002]))),
+    ]
+    lines = summary(results).splitlines()
+    assert "  static: F1 0.000   precision 0.000   recall -   predicted 1   reference 0" in lines
+    assert "  drop: F1 0.667   precision 0.667   recall 0.667   predicted 3   reference 3" in lines
