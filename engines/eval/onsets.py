@@ -101,6 +101,14 @@ class OnsetScore:
         )
 
 
+def combined(scores: list[OnsetScore]) -> OnsetScore:
+    """The scores of several clips as one."""
+    total = scores[0]
+    for score in scores[1:]:
+        total = total + score
+    return total
+
+
 def match_onsets(
     predicted: np.ndarray, reference: np.ndarray, tolerance_s: float = 0.05
 ) -> OnsetScore:

@@ -20,7 +20,7 @@ import numpy as np
 
 from engines.audio.render import synthesize
 from engines.data.clips import write_video_clip
-from engines.eval.onsets import OnsetScore, detect_onsets, match_onsets
+from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets
 from engines.eval.reference import reference_onsets
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -101,13 +101,6 @@ def evaluate(
             log.info("seed %d %s %d fps: F1 %.2f", result.seed, result.kind, fps, result.score.f1)
             results.append(result)
     return results
-
-
-def combined(scores: list[OnsetScore]) -> OnsetScore:
-    total = scores[0]
-    for score in scores[1:]:
-        total = total + score
-    return total
 
 
 def summary(results: list[ClipResult]) -> str:

@@ -119,11 +119,15 @@ class Generator(nn.Module):
             x = block(x)
         return x, onset_logit, offset_logit
 
-    def fire(self, onset_logit: torch.Tensor, offset_logit: torch.Tensor) -> torch.Tensor:
+    def fire(
+        self, onset_logit: torch.Tensor, offset_logit: torch.Tensor, trigger: float | None = None
+    ) -> torch.Tensor:
         """[B, T], [B, R, T] -> events [B, T*R] in {0, 1}: one per rise of the frame probability
-        past `trigger`, on the most likely acoustic frame of that video frame."""
+        past `trigger` (default: the calibrated one), on the most likely acoustic frame of that
+        video frame."""
         b, t = onset_logit.shape
-        above = (torch.sigmoid(onset_logit) >= self.trigger).float()
+        threshold = self.trigger if trigger is None else trigger
+        above = (torch.sigmoid(onset_logit) >= threshold).float()
         rising = above * (1.0 - F.pad(above, (1, 0))[:, :t])
         best = (offset_logit >= offset_logit.max(dim=1, keepdim=True).values).float()
         return (rising[:, None, :] * best).transpose(1, 2).reshape(b, t * self.r)
@@ -144,7 +148,6 @@ class Generator(nn.Module):
         events: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         b, _, m = x.shape
-        n = self.n_mels
         where = torch.softmax(offset_logit, dim=1) * torch.sigmoid(onset_logit)[:, None, :]
         onset = where.transpose(1, 2).reshape(b, m)
         if events is None:
@@ -159,7 +162,9 @@ class Generator(nn.Module):
         power = ringing.reshape(b, self.n_mels, -1, m).sum(dim=2)
         continuous = torch.exp(torch.clamp(self.continuous(x), max=8.0))
         smooth = self.smooth_kernel.shape[-1]
-        continuous = F.conv1d(F.pad(continuous, (smooth - 1, 0)), self.smooth_kernel, groups=n)
+        continuous = F.conv1d(
+            F.pad(continuous, (smooth - 1, 0)), self.smooth_kernel, groups=self.n_mels
+        )
         power = power + continuous
         mel = torch.log(power + self.log_floor)
         return mel.transpose(1, 2), onset

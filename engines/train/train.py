@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch.nn import functional as F
 
-from engines.eval.onsets import OnsetScore, match_onsets
+from engines.eval.onsets import OnsetScore, combined, match_onsets
 from engines.models.checkpoint import load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
@@ -212,7 +212,7 @@ def train_generator(
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):
-            score = onset_score(encoder.eval(), generator.eval(), val, cfg)
+            score = onset_score(generator, onset_heads(encoder.eval(), generator.eval(), val), cfg)
             log.info(
                 "generator step %d validation onset F1 %.3f (P %.3f, R %.3f)",
                 step,
@@ -225,32 +225,33 @@ def train_generator(
     return encoder.eval(), generator.eval()
 
 
-def onset_score(
-    encoder: torch.nn.Module,
-    generator: torch.nn.Module,
-    clips: list[TrainClip],
-    cfg: ModelConfig,
-    trigger: float | None = None,
-) -> OnsetScore:
-    """Events the model fires on `clips` against their contact onsets, matched within +-50 ms
-    (the sync metric, without the vocoder and the detector)."""
-    saved = float(generator.trigger)
-    if trigger is not None:
-        generator.trigger.fill_(trigger)
-    seconds = cfg.hop / cfg.sample_rate
-    scores = []
+Heads = list[tuple[torch.Tensor, torch.Tensor, np.ndarray]]
+
+
+def onset_heads(
+    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip]
+) -> Heads:
+    """Per clip: the onset and offset logits of the model, and the contact frames."""
+    heads = []
     with torch.no_grad():
         for clip in clips:
             frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
             _, onset_logit, offset_logit = generator.heads(encoder(frames, clip.age[None]))
-            fired = generator.fire(onset_logit, offset_logit)[0].numpy()
-            truth = np.flatnonzero(clip.onset.numpy())
-            scores.append(match_onsets(np.flatnonzero(fired) * seconds, truth * seconds))
-    generator.trigger.fill_(saved)
-    total = scores[0]
-    for score in scores[1:]:
-        total = total + score
-    return total
+            heads.append((onset_logit, offset_logit, np.flatnonzero(clip.onset.numpy())))
+    return heads
+
+
+def onset_score(
+    generator: torch.nn.Module, heads: Heads, cfg: ModelConfig, trigger: float | None = None
+) -> OnsetScore:
+    """Events fired from `heads` against their contact onsets, matched within +-50 ms (the sync
+    metric, without the vocoder and the detector)."""
+    seconds = cfg.hop / cfg.sample_rate
+    scores = []
+    for onset_logit, offset_logit, truth in heads:
+        fired = np.flatnonzero(generator.fire(onset_logit, offset_logit, trigger)[0].numpy())
+        scores.append(match_onsets(fired * seconds, truth * seconds))
+    return combined(scores)
 
 
 def calibrate_trigger(
@@ -258,9 +259,10 @@ def calibrate_trigger(
 ) -> float:
     """The onset threshold with the best onset F1 on `clips`; stored in the generator, so
     exported with it."""
+    heads = onset_heads(encoder, generator, clips)
     best = (-1.0, 0.5)
     for threshold in np.round(np.arange(0.15, 0.8, 0.05), 2).tolist():
-        score = onset_score(encoder, generator, clips, cfg, threshold)
+        score = onset_score(generator, heads, cfg, threshold)
         log.info(
             "trigger %.2f: onset F1 %.3f (P %.3f, R %.3f)",
             threshold,
