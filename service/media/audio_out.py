@@ -6,8 +6,9 @@
 Resampling is swresample's (through PyAV's `AudioResampler`), which also converts float to s16
 with clipping; its output is aligned with its input (an impulse at 0.5 s stays at 0.5 s, measured
 for 44.1, 24 and 16 kHz), so the track keeps its sync with the video. swresample rounds the total
-length its own way (off by one at 44.1 and 24 kHz): `close` pads or cuts the flushed tail to the
-exact count. Memory is bounded by one chunk: nothing is kept between writes.
+length its own way (off by one at 44.1 and 24 kHz): `ExactResampler.flush` pads or cuts the
+flushed tail to the exact count (the muxer resamples with it too). Memory is bounded by one
+chunk: nothing is kept between writes.
 """
 
 from __future__ import annotations
@@ -32,6 +33,40 @@ def mono_frame(samples: np.ndarray, fmt: str, rate: int, pts: int) -> av.AudioFr
     return frame
 
 
+class ExactResampler:
+    """float32 mono chunks at in_rate -> chunks at out_rate in `fmt` ("flt" or "s16", through
+    swresample, which clips when converting to s16); after `flush`, exactly
+    round(n_in * out_rate / in_rate) samples have come out in all."""
+
+    def __init__(self, in_rate: int, out_rate: int, fmt: str) -> None:
+        self.in_rate, self.out_rate = in_rate, out_rate
+        self._dtype = np.float32 if fmt == "flt" else np.int16
+        self._resampler = av.AudioResampler(format=fmt, layout="mono", rate=out_rate)
+        self._samples_in = 0
+        self._samples_out = 0
+
+    def push(self, samples: np.ndarray) -> list[np.ndarray]:
+        samples = np.ascontiguousarray(samples, dtype=np.float32)
+        if samples.ndim != 1:
+            raise ValueError(f"expected mono samples of shape (n,), got {samples.shape}")
+        if len(samples) == 0:
+            return []
+        frame = mono_frame(samples, "flt", self.in_rate, self._samples_in)
+        self._samples_in += len(samples)
+        return self._count([f.to_ndarray()[0] for f in self._resampler.resample(frame)])
+
+    def flush(self) -> np.ndarray:
+        """The rest, padded with silence or cut to the exact total."""
+        tail = [f.to_ndarray()[0] for f in self._resampler.resample(None)]
+        missing = round(self._samples_in * self.out_rate / self.in_rate) - self._samples_out
+        assert missing >= 0, f"the resampler wrote {-missing} samples too many"
+        return self._count([np.concatenate([*tail, np.zeros(missing, self._dtype)])[:missing]])[0]
+
+    def _count(self, chunks: list[np.ndarray]) -> list[np.ndarray]:
+        self._samples_out += sum(len(c) for c in chunks)
+        return chunks
+
+
 class AudioWriter:
     """Context manager: `write` chunks in order, the file is complete after `close`.
 
@@ -48,8 +83,7 @@ class AudioWriter:
         self._stream = self._container.add_stream(_CODECS[fmt], rate=out_rate, layout="mono")
         self._stream.format = "s16"
         self._container.start_encoding()  # a track with no samples is still a valid file
-        self._resampler = av.AudioResampler(format="s16", layout="mono", rate=out_rate)
-        self._samples_in = 0
+        self._resampler = ExactResampler(in_rate, out_rate, "s16")
         self._samples_out = 0
         self._closed = False
 
@@ -65,26 +99,15 @@ class AudioWriter:
         self.close()
 
     def write(self, samples: np.ndarray) -> None:
-        samples = np.ascontiguousarray(samples, dtype=np.float32)
-        if samples.ndim != 1:
-            raise ValueError(f"expected mono samples of shape (n,), got {samples.shape}")
-        if len(samples) == 0:
-            return
-        frame = mono_frame(samples, "flt", self.in_rate, self._samples_in)
-        self._samples_in += len(samples)
-        for out in self._resampler.resample(frame):
-            self._encode(out.to_ndarray()[0])
+        for chunk in self._resampler.push(samples):
+            self._encode(chunk)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
         try:
-            tail = [f.to_ndarray()[0] for f in self._resampler.resample(None)]
-            missing = round(self._samples_in * self.out_rate / self.in_rate) - self._samples_out
-            assert missing >= 0, f"the resampler wrote {-missing} samples too many"
-            tail_samples = np.concatenate([*tail, np.zeros(missing, np.int16)])[:missing]
-            self._encode(tail_samples)
+            self._encode(self._resampler.flush())
             self._container.mux(self._stream.encode(None))
         finally:
             self._container.close()

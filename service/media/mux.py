@@ -1,23 +1,30 @@
 """Put the Foley track into a copy of the uploaded video: video stream-copied, Foley encoded as AAC.
 
-    video (any allowed container) + WAV (mono, sample 0 = the first video frame at `start_s`)
+    video (any allowed container) + Foley (mono, sample 0 = the first video frame at `start_s`)
     -> mp4 / mov / mkv: [video copy, Foley AAC, (the input's own audio streams, copied)]
+
+`FoleyMuxer` takes the track in chunks as the pipeline makes them: each chunk is encoded at once
+and the input's packets are copied up to where the track has reached, so muxing overlaps with
+inference instead of following it. `mux_audio_into_video` muxes a finished WAV the same way.
 
 The Foley track starts exactly at `start_s`. The AAC encoder delays its output by `priming`
 samples (first packet pts = -1024); Matroska stores that as CodecDelay by itself, MP4/MOV need
 `mp4_edits.set_track_edit` (see there). `movie_timescale` is a common multiple of the video's and
 the track's rates, so edit lists are exact rather than rounded to FFmpeg's default 1/1000 s.
 
-Memory is bounded: packets are copied one at a time and the WAV is read in 1024-sample frames,
-in timestamp order so the muxer's interleaving queue stays short.
+Memory is bounded: packets are copied one at a time, the track waits in at most one AAC frame
+(1024 samples), and packets go out in timestamp order so the muxer's interleaving queue stays
+short.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
+from types import TracebackType
 from typing import Literal
 
 import av
@@ -25,7 +32,7 @@ import numpy as np
 from av.audio.stream import AudioStream
 
 from service.errors import MediaError
-from service.media.audio_out import mono_frame
+from service.media.audio_out import ExactResampler, mono_frame
 from service.media.mp4_edits import set_track_edit
 from service.media.source import open_input, video_stream
 
@@ -39,6 +46,138 @@ _AAC_OPTIONS = {"aac_coder": "fast"}
 _MAX_MOVIE_TIMESCALE = 1 << 22  # beyond this, fall back to the audio rate (rounding < 1 sample)
 
 
+class FoleyMuxer:
+    """Context manager: `write` float32 mono chunks at `in_rate` in order; the file is complete
+    when the block exits without an exception, and removed when it exits with one.
+
+    Not thread-safe: one muxer per render.
+    """
+
+    def __init__(
+        self,
+        video_path: Path,
+        output_path: Path,
+        *,
+        container: MuxContainer,
+        start_s: float,
+        in_rate: int,
+        out_rate: int,
+        keep_original_audio: bool = False,
+    ) -> None:
+        if container not in _FORMATS:
+            raise ValueError(f"container must be one of {sorted(_FORMATS)}, not {container!r}")
+        self._path, self._container, self._start_s = output_path, container, start_s
+        self._rate = out_rate
+        self._resampler = ExactResampler(in_rate, out_rate, "flt")
+        self._pending = np.zeros(0, np.float32)  # less than one AAC frame
+        self._samples = 0
+        self._priming: int | None = None
+        self._start = round(start_s * out_rate)  # pts of track sample 0
+        self._closers = contextlib.ExitStack()
+        with _as_media_error(container, output_path):
+            try:
+                self._open(video_path, keep_original_audio)
+            except BaseException:
+                self._closers.close()
+                raise
+
+    def _open(self, video_path: Path, keep_original_audio: bool) -> None:
+        src = self._closers.enter_context(open_input(video_path))
+        video_in = video_stream(src)
+        copied = [video_in, *(src.streams.audio if keep_original_audio else [])]
+        options = {}
+        if self._container in ("mp4", "mov"):
+            options["movie_timescale"] = str(_movie_timescale(video_in.time_base, self._rate))
+        self._out = self._closers.enter_context(
+            av.open(
+                str(self._path),
+                "w",
+                format=_FORMATS[self._container],
+                container_options=options,
+            )
+        )
+        self._outputs = _copy_streams(self._out, copied[:1], self._container)
+        self._track: AudioStream = self._out.add_stream(
+            "aac", rate=self._rate, layout="mono", options=dict(_AAC_OPTIONS)
+        )
+        self._track.codec_context.bit_rate = _AAC_BIT_RATE
+        self._outputs |= _copy_streams(self._out, copied[1:], self._container)
+        _start(self._out, copied, self._container)
+        self._packets = (p for p in src.demux(*copied) if p.size)  # no flush packets
+        self._next_packet: av.Packet | None = None
+
+    def __enter__(self) -> FoleyMuxer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is not None:
+            self._closers.close()
+            self._path.unlink(missing_ok=True)
+            return
+        with _as_media_error(self._container, self._path):
+            with self._closers:
+                for chunk in [*self._frames(self._resampler.flush()), self._pending]:
+                    self._encode(chunk)
+                self._encode(None)
+                self._copy_until(None)
+            if self._container in ("mp4", "mov"):
+                set_track_edit(
+                    self._path,
+                    self._track.index,
+                    start_s=Fraction(self._start_s).limit_denominator(10**7),
+                    media_time=self._priming or 0,
+                    media_duration=self._samples,
+                )
+
+    def write(self, samples: np.ndarray) -> None:
+        with _as_media_error(self._container, self._path):
+            for chunk in self._resampler.push(samples):
+                for frame in self._frames(chunk):
+                    self._encode(frame)
+
+    def _frames(self, samples: np.ndarray) -> list[np.ndarray]:
+        """Whole AAC frames of the pending samples and `samples`; the rest stays pending."""
+        pending = np.concatenate([self._pending, samples])
+        whole = len(pending) // _AAC_FRAME * _AAC_FRAME
+        self._pending = pending[whole:]
+        return [pending[i : i + _AAC_FRAME] for i in range(0, whole, _AAC_FRAME)]
+
+    def _encode(self, samples: np.ndarray | None) -> None:
+        """Encode one frame (None: flush the encoder) and mux what comes out, after the input's
+        packets that come before it."""
+        frame = None
+        if samples is not None:
+            if len(samples) == 0:
+                return
+            frame = mono_frame(samples, "fltp", self._rate, self._start + self._samples)
+            self._samples += len(samples)
+        for packet in self._track.encode(frame):
+            if self._priming is None:  # the encoder's delay: its first packet starts early
+                self._priming = self._start - packet.pts
+            self._copy_until(packet.pts * Fraction(1, self._rate))
+            self._out.mux(packet)
+
+    def _copy_until(self, t: Fraction | None) -> None:
+        """Copy the input's packets that start before `t` seconds (None: all that remain)."""
+        while True:
+            if self._next_packet is None:
+                self._next_packet = next(self._packets, None)
+                if self._next_packet is None:
+                    return
+            packet = self._next_packet
+            at = packet.dts if packet.dts is not None else packet.pts
+            if t is not None and at is not None and at * packet.time_base >= t:
+                return
+            packet.stream = self._outputs[packet.stream.index]
+            self._out.mux(packet)
+            self._next_packet = None
+
+
 def mux_audio_into_video(
     video_path: Path,
     audio_wav_path: Path,
@@ -48,10 +187,29 @@ def mux_audio_into_video(
     start_s: float,
     keep_original_audio: bool = False,
 ) -> None:
-    if container not in _FORMATS:
-        raise ValueError(f"container must be one of {sorted(_FORMATS)}, not {container!r}")
+    """Mux a finished mono WAV (sample 0 = the first video frame at `start_s`), at its own rate."""
+    with av.open(str(audio_wav_path)) as wav:
+        rate = wav.streams.audio[0].rate
+        to_float = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        with FoleyMuxer(
+            video_path,
+            output_path,
+            container=container,
+            start_s=start_s,
+            in_rate=rate,
+            out_rate=rate,
+            keep_original_audio=keep_original_audio,
+        ) as muxer:
+            for frame in [*wav.decode(audio=0), None]:
+                for out in to_float.resample(frame):
+                    muxer.write(out.to_ndarray().reshape(-1))
+
+
+@contextlib.contextmanager
+def _as_media_error(container: str, output_path: Path) -> Iterator[None]:
+    """FFmpeg's failures while writing, as a MediaError; the partial output is removed."""
     try:
-        _mux(video_path, audio_wav_path, output_path, container, start_s, keep_original_audio)
+        yield
     except av.FFmpegError as exc:
         output_path.unlink(missing_ok=True)
         raise MediaError(
@@ -60,45 +218,6 @@ def mux_audio_into_video(
     except MediaError:
         output_path.unlink(missing_ok=True)
         raise
-
-
-def _mux(
-    video_path: Path,
-    wav_path: Path,
-    output_path: Path,
-    container: str,
-    start_s: float,
-    keep_original_audio: bool,
-) -> None:
-    with open_input(video_path) as src, av.open(str(wav_path)) as wav:
-        video_in = video_stream(src)
-        audio_in = list(src.streams.audio) if keep_original_audio else []
-        rate = wav.streams.audio[0].rate
-        options = {}
-        if container in ("mp4", "mov"):
-            options["movie_timescale"] = str(_movie_timescale(video_in.time_base, rate))
-        with av.open(
-            str(output_path), "w", format=_FORMATS[container], container_options=options
-        ) as out:
-            outputs = _copy_streams(out, [video_in], container)
-            foley = _FoleyTrack(out, wav, rate, start_s)
-            outputs |= _copy_streams(out, audio_in, container)
-            _start(out, [video_in, *audio_in], container)
-            for packet in src.demux(video_in, *audio_in):
-                if packet.size == 0:  # the demuxer's flush packets
-                    continue
-                t = packet.dts if packet.dts is not None else packet.pts
-                if t is not None:
-                    foley.mux_until(t * packet.time_base)
-                packet.stream = outputs[packet.stream.index]
-                out.mux(packet)
-            foley.mux_until(None)
-            track_index, priming, samples = foley.stream.index, foley.priming, foley.samples
-    if container in ("mp4", "mov"):
-        start = Fraction(start_s).limit_denominator(10**7)
-        set_track_edit(
-            output_path, track_index, start_s=start, media_time=priming, media_duration=samples
-        )
 
 
 def _copy_streams(
@@ -142,70 +261,3 @@ def _incompatible(streams: list[av.stream.Stream], container: str) -> MediaError
 def _movie_timescale(video_time_base: Fraction | None, rate: int) -> int:
     scale = math.lcm(rate, video_time_base.denominator) if video_time_base else rate
     return scale if scale <= _MAX_MOVIE_TIMESCALE else rate
-
-
-class _FoleyTrack:
-    """The WAV as AAC packets, muxed on demand up to a given time."""
-
-    def __init__(
-        self,
-        out: av.container.OutputContainer,
-        wav: av.container.InputContainer,
-        rate: int,
-        start_s: float,
-    ) -> None:
-        self.stream: AudioStream = out.add_stream(
-            "aac", rate=rate, layout="mono", options=dict(_AAC_OPTIONS)
-        )
-        self.stream.codec_context.bit_rate = _AAC_BIT_RATE
-        self._out = out
-        self._time_base = Fraction(1, rate)
-        self._start = round(start_s * rate)  # pts of WAV sample 0
-        self._packets = self._encode(wav, rate)
-        self._next: av.Packet | None = None
-        self.priming = 0
-        self.samples = 0
-
-    def mux_until(self, t: Fraction | None) -> None:
-        """Mux every packet that starts at or before `t` seconds (None: all that remain)."""
-        while True:
-            if self._next is None:
-                self._next = next(self._packets, None)
-                if self._next is None:
-                    return
-            if t is not None and self._next.pts * self._time_base > t:
-                return
-            self._out.mux(self._next)
-            self._next = None
-
-    def _encode(self, wav: av.container.InputContainer, rate: int) -> Iterator[av.Packet]:
-        for i, packet in enumerate(self._aac_packets(wav, rate)):
-            if i == 0:  # the encoder's delay: its first packet starts `priming` samples early
-                self.priming = self._start - packet.pts
-            yield packet
-
-    def _aac_packets(self, wav: av.container.InputContainer, rate: int) -> Iterator[av.Packet]:
-        for chunk in _chunks(wav, rate):
-            frame = mono_frame(chunk, "fltp", rate, self._start + self.samples)
-            self.samples += len(chunk)
-            yield from self.stream.encode(frame)
-        yield from self.stream.encode(None)
-
-
-def _chunks(wav: av.container.InputContainer, rate: int) -> Iterator[np.ndarray]:
-    """The WAV's samples as float32 mono, in frames of 1024 (the last one shorter)."""
-    pending = np.zeros(0, np.float32)
-    for frame in _float_frames(wav, rate):
-        pending = np.concatenate([pending, frame.to_ndarray().reshape(-1)])
-        while len(pending) >= _AAC_FRAME:
-            yield pending[:_AAC_FRAME]
-            pending = pending[_AAC_FRAME:]
-    if len(pending):
-        yield pending
-
-
-def _float_frames(wav: av.container.InputContainer, rate: int) -> Iterator[av.AudioFrame]:
-    to_float = av.AudioResampler(format="flt", layout="mono", rate=rate)  # same rate: no resampling
-    for frame in wav.decode(audio=0):
-        yield from to_float.resample(frame)
-    yield from to_float.resample(None)

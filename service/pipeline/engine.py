@@ -2,6 +2,9 @@
 
     decode (child process) -> preprocess -> encoder -> generator -> vocoder -> write / mux
 
+The track goes to its sink window by window as it is made: an audio file, or the muxer, which
+copies the video's packets alongside (no intermediate file).
+
 Thread-safety: `render` may be called from several worker threads at once. Each call has its own
 decode process, resampler, synthesizer and writer; the shared state is the backend, whose
 sessions are safe to run concurrently (see its docstring). Nothing per-request is stored on self.
@@ -9,11 +12,13 @@ sessions are safe to run concurrently (see its docstring). Nothing per-request i
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
-import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -22,7 +27,7 @@ from service.errors import InvalidInput, MediaError
 from service.media import decode
 from service.media.audio_out import AudioWriter
 from service.media.decode import DecodeLimits, open_video
-from service.media.mux import mux_audio_into_video
+from service.media.mux import FoleyMuxer
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contract import TierConfig, load_tier
 from service.pipeline.offline import OfflineSynth, StageTimer
@@ -76,25 +81,11 @@ class FoleyEngine:
         self._check(options)
         started = time.perf_counter()
         timer = StageTimer()
-        if options.format in AUDIO_FORMATS:
-            start_s, duration_s, frames = self._render_audio(
-                input_path, output_path, options.format, options.sample_rate, timer, progress
-            )
-        else:
-            with tempfile.TemporaryDirectory(dir=self.settings.work_dir) as tmp:
-                track = Path(tmp) / "foley.wav"
-                start_s, duration_s, frames = self._render_audio(
-                    input_path, track, "wav", options.sample_rate, timer, progress
-                )
-                with timer("mux"):
-                    mux_audio_into_video(
-                        input_path,
-                        track,
-                        output_path,
-                        container=options.format,
-                        start_s=start_s,
-                        keep_original_audio=options.keep_original_audio,
-                    )
+        stage = "write" if options.format in AUDIO_FORMATS else "mux"
+        open_sink = functools.partial(self._open_sink, input_path, output_path, options)
+        start_s, duration_s, frames = self._render_track(
+            input_path, open_sink, stage, timer, progress
+        )
         timer.seconds["total"] = time.perf_counter() - started
         return RenderResult(
             output=output_path,
@@ -119,15 +110,36 @@ class FoleyEngine:
                 code="unknown_tier",
             )
 
-    def _render_audio(
+    def _open_sink(
+        self, input_path: Path, output_path: Path, options: RenderOptions, start_s: float
+    ) -> Sink:
+        if options.format in AUDIO_FORMATS:
+            return AudioWriter(
+                output_path,
+                options.format,
+                in_rate=self.tier.sample_rate,
+                out_rate=options.sample_rate,
+            )
+        return FoleyMuxer(
+            input_path,
+            output_path,
+            container=options.format,
+            start_s=start_s,
+            in_rate=self.tier.sample_rate,
+            out_rate=options.sample_rate,
+            keep_original_audio=options.keep_original_audio,
+        )
+
+    def _render_track(
         self,
         input_path: Path,
-        output_path: Path,
-        fmt: str,
-        sample_rate: int,
+        open_sink: Callable[[float], Sink],
+        stage: str,
         timer: StageTimer,
         progress: ProgressFn | None,
     ) -> tuple[float, float, int]:
+        """Decode, synthesise and hand the track to the sink that `open_sink(start_s)` opens once
+        the first frame's time is known; `stage` names the sink's time."""
         tier = self.tier
         resampler = FrameResampler(tier.fps)
         synth = OfflineSynth(tier, self.backend, timer=timer)
@@ -135,8 +147,9 @@ class FoleyEngine:
             open_video(
                 input_path, width=tier.width, height=tier.height, limits=self.limits
             ) as stream,
-            AudioWriter(output_path, fmt, in_rate=tier.sample_rate, out_rate=sample_rate) as writer,
+            contextlib.ExitStack() as closing,
         ):
+            sink: Sink | None = None
             declared = max(stream.info.duration_s, 1e-3)
             batches = iter(stream)
             while True:
@@ -146,27 +159,42 @@ class FoleyEngine:
                     break
                 with timer("preprocess"):
                     frames = resampler.push(batch.pts_s, batch.rgb)
-                if frames is not None:
-                    _write(synth.push(frames), writer, timer)
+                if sink is None and resampler.t0 is not None:
+                    with timer(stage):
+                        sink = closing.enter_context(open_sink(resampler.t0))
+                if frames is not None and sink is not None:
+                    _write(synth.push(frames), sink, stage, timer)
                 if progress is not None and resampler.t0 is not None:
                     progress(min(1.0, (float(batch.pts_s[-1]) - resampler.t0) / declared))
-            if resampler.t0 is None:
+            if sink is None or resampler.t0 is None:
                 raise MediaError("the video stream has no decodable frames", code="no_frames")
             duration_s = stream.end_s - resampler.t0
             num_frames = tier.num_frames(duration_s)
             rest = resampler.finish(num_frames)
             if rest is not None:
-                _write(synth.push(rest), writer, timer)
-            _write(synth.finish(num_frames, tier.num_samples(duration_s)), writer, timer)
+                _write(synth.push(rest), sink, stage, timer)
+            _write(synth.finish(num_frames, tier.num_samples(duration_s)), sink, stage, timer)
             frames_decoded = stream.frames
+            with timer(stage):
+                closing.close()
         if progress is not None:
             progress(1.0)
         return resampler.t0, duration_s, frames_decoded
 
 
-def _write(chunks: Iterator[np.ndarray], writer: AudioWriter, timer: StageTimer) -> None:
-    """Write audio chunks as the synthesizer yields them; only the writing counts as `write`
+class Sink(Protocol):
+    """Where the track goes: an audio file or the muxed video."""
+
+    def write(self, samples: np.ndarray) -> None: ...
+
+    def __enter__(self) -> Sink: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
+
+def _write(chunks: Iterator[np.ndarray], sink: Sink, stage: str, timer: StageTimer) -> None:
+    """Write audio chunks as the synthesizer yields them; only the writing counts as `stage`
     (the synthesizer times its own stages)."""
     for chunk in chunks:
-        with timer("write"):
-            writer.write(chunk)
+        with timer(stage):
+            sink.write(chunk)

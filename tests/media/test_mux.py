@@ -9,7 +9,7 @@ import pytest
 
 from service.errors import MediaError
 from service.media.audio_out import AudioWriter
-from service.media.mux import mux_audio_into_video
+from service.media.mux import FoleyMuxer, mux_audio_into_video
 from tests.media.videos import Clip, encode_clip, packet_bytes
 
 BURST_AT_S = 0.5  # a 10 ms 1 kHz burst in the Foley track, 0.5 s after the first video frame
@@ -137,4 +137,40 @@ def test_a_codec_the_container_cannot_hold_is_a_typed_error(tmp_path: Path) -> N
             clip.path, tmp_path / "foley.wav", out, container="mp4", start_s=clip.pts_s[0]
         )
     assert caught.value.code == "incompatible_container"
+    assert not out.exists()
+
+
+def test_streamed_chunks_mux_like_one_track(tmp_path: Path) -> None:
+    """The engine hands the track over window by window at the model's rate; the muxed track is
+    the same, and as long, as when the whole track is written at once."""
+    clip = encode_clip(tmp_path / "in.mp4", fps=25, frames=40, start_s=0.7)
+    n = round((clip.end_s - clip.pts_s[0]) * 48000)
+    track = (0.3 * np.random.default_rng(0).standard_normal(n)).astype(np.float32)
+    decoded = []
+    for name, sizes in [("whole", [n]), ("windows", [1, 999, 5000, 17, 20000])]:
+        out = tmp_path / f"{name}.mp4"
+        with FoleyMuxer(
+            clip.path, out, container="mp4", start_s=clip.pts_s[0], in_rate=48000, out_rate=44100
+        ) as muxer:
+            for chunk in np.split(track, np.cumsum(sizes)):
+                muxer.write(chunk)
+        video_times, audio_start, samples, rate = decode_output(out)
+        assert rate == 44100
+        assert audio_start == pytest.approx(video_times[0], abs=1e-3)
+        assert 0 <= len(samples) - round(n * 44100 / 48000) < 1024  # whole AAC frames
+        decoded.append(samples)
+    np.testing.assert_allclose(decoded[1], decoded[0], atol=1e-6)
+
+
+def test_a_failed_render_leaves_no_partial_video(tmp_path: Path) -> None:
+    clip = encode_clip(tmp_path / "in.mp4", fps=25, frames=20)
+    out = tmp_path / "out.mp4"
+    with (
+        pytest.raises(RuntimeError, match="inference failed"),
+        FoleyMuxer(
+            clip.path, out, container="mp4", start_s=clip.pts_s[0], in_rate=48000, out_rate=48000
+        ) as muxer,
+    ):
+        muxer.write(np.zeros(48000, np.float32))
+        raise RuntimeError("inference failed")
     assert not out.exists()
