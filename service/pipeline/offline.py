@@ -65,7 +65,9 @@ class OfflineSynth:
         self.right = tier.right_context_frames - tier.encoder.right_context
         self._features = np.zeros((0, tier.feature_dim), np.float32)
         self._features_start = 0  # clip index of self._features[0]
-        self._prev_frame: tuple[np.ndarray, float] | None = None
+        # The encoder's left context: the last frames pushed, fed again before the next ones.
+        self._context_rgb = np.zeros((0, tier.height, tier.width, 3), np.uint8)
+        self._context_age = np.zeros(0, np.float32)
         self._next_window = 0
 
     @property
@@ -92,17 +94,15 @@ class OfflineSynth:
             yield chunk
 
     def _encode(self, frames: ModelFrames) -> None:
-        rgb, age = frames.rgb, frames.age
-        skip = 0
-        if self._prev_frame is not None:
-            rgb = np.concatenate([self._prev_frame[0][None], rgb])
-            age = np.concatenate([[self._prev_frame[1]], age]).astype(np.float32)
-            skip = 1
+        skip = len(self._context_age)
+        rgb = np.concatenate([self._context_rgb, frames.rgb])
+        age = np.concatenate([self._context_age, frames.age]).astype(np.float32)
         with self.timer("preprocess"):
             pixels = to_model_input(rgb)[None]
         with self.timer("encoder"):
             out = self.backend.run("encoder", {"frames": pixels, "age": age[None]})["features"]
-        self._prev_frame = (frames.rgb[-1], float(frames.age[-1]))
+        keep = max(0, len(age) - self.tier.encoder.left_context)
+        self._context_rgb, self._context_age = rgb[keep:], age[keep:]
         keep_from = max(0, self._next_window - self.left) - self._features_start
         self._features = np.concatenate([self._features[keep_from:], out[0, skip:]])
         self._features_start += keep_from
