@@ -36,13 +36,15 @@ def test_onset_output_is_a_probability_per_acoustic_frame() -> None:
     torch.testing.assert_close(per_frame, torch.sigmoid(onset_logit))
 
 
-def test_encoder_feature_sees_only_its_frame_and_the_one_before() -> None:
+def test_encoder_feature_sees_its_frame_and_left_context_before() -> None:
     torch.manual_seed(0)
     encoder = VisualEncoder(height=64, width=64, dim=8).eval()
-    frames, age = torch.rand(1, 6, 3, 64, 64), torch.zeros(1, 6)
+    n, changed_frame = 10, 3
+    frames, age = torch.rand(1, n, 3, 64, 64), torch.zeros(1, n)
     changed = frames.clone()
-    changed[0, 3] = torch.rand(3, 64, 64)
+    changed[0, changed_frame] = torch.rand(3, 64, 64)
     with torch.no_grad():
         a, b = encoder(frames, age), encoder(changed, age)
     differs = (a - b).abs().amax(dim=-1)[0] > 1e-6
-    assert differs.tolist() == [False, False, False, True, True, False]
+    seen_by = range(changed_frame, changed_frame + encoder.left_context + 1)
+    assert differs.tolist() == [t in seen_by for t in range(n)]
