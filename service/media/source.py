@@ -1,7 +1,9 @@
 """Opening an untrusted upload with PyAV: whitelists and header limits, before any frame is decoded.
 
 Runs inside the decoder child process (`service.media.worker`) and in the muxer, which reopens an
-upload only after it decoded cleanly. The path is opened as `file:<absolute path>` with
+upload only once the child has decoded its first frames, then reads its packets behind the child:
+the parent parses only bytes that the child, opening the file the same way, has already parsed.
+The path is opened as `file:<absolute path>` with
 
 - `protocol_whitelist=file`: no http, tcp, concat:, subfile:, data: ... even if a demuxer asks;
 - `format_whitelist` = ALLOWED_FORMATS: FFmpeg refuses any other demuxer before it reads a header.
