@@ -324,13 +324,22 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--lr", type=float, default=TrainOptions.lr)
     parser.add_argument(
+        "--onset-weight",
+        type=float,
+        default=TrainOptions.onset_weight,
+        help="weight of the onset heads' loss against the mel loss",
+    )
+    parser.add_argument(
         "--val", type=Path, default=None, help="clips (not trained on) to calibrate and report on"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(max(1, torch.get_num_threads()))
     opts = TrainOptions(
-        vocoder_steps=args.vocoder_steps, generator_steps=args.generator_steps, lr=args.lr
+        vocoder_steps=args.vocoder_steps,
+        generator_steps=args.generator_steps,
+        lr=args.lr,
+        onset_weight=args.onset_weight,
     )
     train(
         args.data,
