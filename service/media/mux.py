@@ -116,8 +116,10 @@ class FoleyMuxer:
         tb: TracebackType | None,
     ) -> None:
         if exc_type is not None:
-            self._closers.close()
-            self._path.unlink(missing_ok=True)
+            try:
+                self._closers.close()
+            finally:
+                self._path.unlink(missing_ok=True)
             return
         with _as_media_error(self._container, self._path):
             with self._closers:
