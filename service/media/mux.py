@@ -73,22 +73,21 @@ class FoleyMuxer:
         self._samples = 0
         self._priming: int | None = None
         self._start = round(start_s * out_rate)  # pts of track sample 0
-        self._closers = contextlib.ExitStack()
-        with _as_media_error(container, output_path):
-            try:
-                self._open(video_path, keep_original_audio)
-            except BaseException:
-                self._closers.close()
-                raise
+        # Closed here if opening fails; otherwise kept open until __exit__.
+        with _as_media_error(container, output_path), contextlib.ExitStack() as closers:
+            self._open(video_path, keep_original_audio, closers)
+            self._closers = closers.pop_all()
 
-    def _open(self, video_path: Path, keep_original_audio: bool) -> None:
-        src = self._closers.enter_context(open_input(video_path))
+    def _open(
+        self, video_path: Path, keep_original_audio: bool, closers: contextlib.ExitStack
+    ) -> None:
+        src = closers.enter_context(open_input(video_path))
         video_in = video_stream(src)
         copied = [video_in, *(src.streams.audio if keep_original_audio else [])]
         options = {}
         if self._container in ("mp4", "mov"):
             options["movie_timescale"] = str(_movie_timescale(video_in.time_base, self._rate))
-        self._out = self._closers.enter_context(
+        self._out = closers.enter_context(
             av.open(
                 str(self._path),
                 "w",
