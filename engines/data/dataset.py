@@ -22,6 +22,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -29,6 +30,7 @@ from engines.audio import synthesize
 from engines.sim import SimClip, scene_from_seed, simulate
 from engines.sim.materials import MATERIAL_NAMES, material
 from engines.sim.scene import SHAPES
+from engines.sim.simulate import screen_track
 from service.media.frames import FrameScaler, rgb_as_decoded
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,10 @@ class ClipRecord:
     normal_force: np.ndarray  # (P, T) float32, max over the bin (N)
     track_material: np.ndarray  # (P,) int16
     track_other_material: np.ndarray  # (P,) int16
+    # (N, O, 2) float32: each object's centre in frame k, in normalised device coordinates of
+    # the rendered frame (x right, y up, [-1, 1] across it), NaN behind the camera. The model
+    # frame is the rendered one scaled, so these are also its coordinates.
+    screen_xy: np.ndarray
 
 
 def make_clip(
@@ -129,6 +135,7 @@ def make_clip(
         audio=audio,
         impacts=impact_array(clip),
         **_track_arrays(clip),
+        screen_xy=clip.screen_xy,
     )
 
 
@@ -183,7 +190,7 @@ def save_clip(path: Path, record: ClipRecord) -> None:
 
 def load_clip(path: str | Path) -> ClipRecord:
     with np.load(path) as z:
-        values = {f.name: z[f.name] for f in fields(ClipRecord)}
+        values = {f.name: z[f.name] for f in fields(ClipRecord) if f.name in z.files}
     arrays = {
         "frames",
         "times_s",
@@ -195,11 +202,33 @@ def load_clip(path: str | Path) -> ClipRecord:
         "normal_force",
         "track_material",
         "track_other_material",
+        "screen_xy",
     }
     for name, v in values.items():
         if name not in arrays:
             values[name] = v.item()  # 0-d arrays back to Python scalars
+    if "screen_xy" not in values:  # stored before clips recorded it: the physics is replayable
+        values["screen_xy"] = _replay_screen_xy(values)
     return ClipRecord(**values)
+
+
+def _replay_screen_xy(values: dict[str, Any]) -> np.ndarray:
+    """`screen_xy` of a stored dataset clip (its kind drawn from its seed), replayed."""
+    spec = scene_from_seed(int(values["seed"]), holdout=bool(values["holdout"]))
+    if spec.kind != values["kind"]:
+        raise ValueError(f"clip seed {values['seed']} does not replay to a {values['kind']} scene")
+    return screen_track(
+        spec,
+        duration_s=float(values["duration_s"]),
+        times_s=np.asarray(values["times_s"]),
+        aspect=values["render_width"] / values["render_height"],
+    )
+    return screen_track(
+        spec,
+        duration_s=float(values["duration_s"]),  # type: ignore[arg-type]
+        times_s=np.asarray(values["times_s"]),
+        aspect=float(values["render_width"]) / float(values["render_height"]),  # type: ignore[arg-type]
+    )
 
 
 def clip_seed(seed: int, index: int, holdout: bool) -> int:

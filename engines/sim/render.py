@@ -63,6 +63,13 @@ class SceneRenderer:
             p.disconnect(self._client)
             self._client = -1
 
+    def project(self, positions: np.ndarray, t: float) -> np.ndarray:
+        """Where the points (O, 3) appear in the frame at time t: (O, 2) normalised device
+        coordinates, x right and y up, [-1, 1] across the frame; NaN behind the camera."""
+        return project_points(
+            self.spec.camera, self.width / self.height, positions, t, self._client
+        )
+
     def render(self, positions: np.ndarray, orientations: np.ndarray, t: float) -> np.ndarray:
         """Objects at `positions` (O, 3) and `orientations` (O, 4 xyzw), camera at time t ->
         (height, width, 3) uint8 RGB."""
@@ -158,6 +165,26 @@ class SceneRenderer:
             physicsClientId=self._client,
         )
         return p.createMultiBody(0, -1, visual, physicsClientId=self._client), 5e-4 + 2e-4 * index
+
+
+def project_points(
+    camera: CameraSpec, aspect: float, points: np.ndarray, t: float, client: int
+) -> np.ndarray:
+    """`points` (O, 3) in the world -> (O, 2) normalised device coordinates of the camera at
+    time t, through the same matrices the rasteriser uses; NaN for points behind the camera."""
+    view = np.asarray(_view_matrix(camera, t, client)).reshape(4, 4).T
+    projection = (
+        np.asarray(
+            p.computeProjectionMatrixFOV(
+                camera.fov_deg, aspect, NEAR_M, FAR_M, physicsClientId=client
+            )
+        )
+        .reshape(4, 4)
+        .T
+    )
+    clip = np.c_[points, np.ones(len(points))] @ (projection @ view).T
+    w = clip[:, 3:4]
+    return np.where(w > NEAR_M, clip[:, :2] / np.where(w > NEAR_M, w, 1.0), np.nan)
 
 
 def _view_matrix(camera: CameraSpec, t: float, client: int) -> list[float]:

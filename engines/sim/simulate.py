@@ -13,10 +13,11 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import pybullet as p
 
 from engines.sim.contacts import contact_tracks, detect_impacts
 from engines.sim.physics import PHYSICS_HZ, PhysicsTrace, run_physics
-from engines.sim.render import SceneRenderer
+from engines.sim.render import SceneRenderer, project_points
 from engines.sim.scene import SceneSpec
 from engines.sim.types import SimClip
 
@@ -53,16 +54,19 @@ def simulate(
     n_frames = frame_count(duration_s, rate)
     exact_times = [Fraction(k) / rate for k in range(n_frames)]
     frames = np.empty((n_frames, height, width, 3), np.uint8)
+    screen = np.empty((n_frames, len(spec.objects), 2), np.float32)
     with SceneRenderer(spec, width, height, shadows=shadows) as renderer:
         for k, t in enumerate(exact_times):
             positions, orientations = pose_at(trace, t)
             frames[k] = renderer.render(positions, orientations, float(t))
+            screen[k] = renderer.project(positions, float(t))
     clip = SimClip(
         spec=spec,
         frames=frames,
         times_s=np.array([float(t) for t in exact_times]),
         fps=rate,
         duration_s=float(duration_s),
+        screen_xy=screen,
         physics_hz=physics_hz,
         impacts=detect_impacts(trace, spec),
         tracks=contact_tracks(trace, spec),
@@ -81,3 +85,20 @@ def pose_at(trace: PhysicsTrace, t: Fraction) -> tuple[np.ndarray, np.ndarray]:
     q1 = np.where(np.sum(q0 * q1, axis=1, keepdims=True) < 0, -q1, q1)  # shorter way round
     q = (1.0 - f) * q0 + f * q1
     return pos, q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def screen_track(
+    spec: SceneSpec, *, duration_s: float, times_s: np.ndarray, aspect: float
+) -> np.ndarray:
+    """The objects' centres as filmed at `times_s`: (N, O, 2) normalised device coordinates,
+    as `simulate` records them, without rendering (for clips stored before it recorded them)."""
+    trace = run_physics(spec, duration_s, PHYSICS_HZ)
+    client = p.connect(p.DIRECT)
+    try:
+        rows = [
+            project_points(spec.camera, aspect, pose_at(trace, as_fraction(t))[0], t, client)
+            for t in times_s.tolist()
+        ]
+    finally:
+        p.disconnect(client)
+    return np.stack(rows).astype(np.float32)

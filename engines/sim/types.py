@@ -68,6 +68,9 @@ class SimClip:
     physics_hz: int
     impacts: list[Impact]
     tracks: list[ContactTrack]
+    # (N, O, 2) float32: each object's centre of mass in frame k, in normalised device
+    # coordinates (x right, y up, [-1, 1] across the frame); NaN behind the camera.
+    screen_xy: np.ndarray
 
     @property
     def width(self) -> int:

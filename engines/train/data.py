@@ -26,6 +26,9 @@ class TrainClip:
     mel: torch.Tensor  # (T * R, n_mels) float32
     onset: torch.Tensor  # (T * R,) float32 in {0, 1}
     audio: torch.Tensor  # (T * samples_per_frame,) float32
+    # (T, O, 2) float32: the objects' centres in the source frame each model frame shows, in
+    # normalised device coordinates (NaN behind the camera); see engines.train.motion.
+    screen: torch.Tensor
 
 
 def log_mel(cfg: ModelConfig) -> LogMel:
@@ -63,6 +66,9 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
     heard = audible(np.sort(np.concatenate(starts)), audio, cfg.sample_rate)
     index = np.floor(heard * cfg.sample_rate / cfg.hop).astype(int)
     onset[index[(index >= 0) & (index < len(onset))]] = 1.0
+    # Model frame j shows the source frame captured age[j] model frames before j / fps.
+    shown = (np.arange(num_frames) - frames.age) / cfg.fps
+    source = np.clip(np.searchsorted(record.times_s, shown - 1e-6), 0, len(record.times_s) - 1)
     audio_t = torch.from_numpy(audio)
     with torch.no_grad():
         target = mel(audio_t[None])[0]
@@ -72,6 +78,7 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
         target,
         torch.from_numpy(onset),
         audio_t,
+        torch.from_numpy(record.screen_xy[source]),
     )
 
 

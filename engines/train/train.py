@@ -23,6 +23,7 @@ from engines.models.checkpoint import load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
 from engines.train.losses import multi_resolution_stft_loss
+from engines.train.motion import MotionHead, crop_screen, motion_loss, motion_targets
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ class TrainOptions:
     warmup_frames: int = 16
     onset_weight: float = 1.0
     augment_p: float = 0.7  # share of crops given a random zoom, shift, squash and exposure
+    motion_weight: float = 1.0  # the dense motion targets (engines.train.motion)
     vocoder_crop_frames: int = 24  # video frames per vocoder crop (0.8 s)
     lr: float = 2e-3
     seed: int = 0
@@ -111,11 +113,14 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
     return vocoder.eval()
 
 
-def augment(frames: torch.Tensor, p: float, gen: torch.Generator) -> torch.Tensor:
+def augment(
+    frames: torch.Tensor, p: float, gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """frames [B, T, 3, H, W] in [0, 1]: each crop, with probability p, seen through a camera
     that is zoomed (0.8-1.25x), shifted (up to 12 % of the frame), squashed or stretched
     vertically (0.8-1.25x, as a steeper or flatter view foreshortens the floor) and exposed
-    differently (gain 0.8-1.2, offset +-0.05). The same for every frame of the crop."""
+    differently (gain 0.8-1.2, offset +-0.05). The same for every frame of the crop. Returns
+    the frames and each crop's magnification [B, 2] in x and y."""
     b, t, c, h, w = frames.shape
 
     def uniform(lo: float, hi: float) -> torch.Tensor:
@@ -138,7 +143,9 @@ def augment(frames: torch.Tensor, p: float, gen: torch.Generator) -> torch.Tenso
     ).reshape(b, t, c, h, w)
     gain = torch.where(on, uniform(0.8, 1.2), 1.0)[:, None, None, None, None]
     bias = torch.where(on, uniform(-0.05, 0.05), 0.0)[:, None, None, None, None]
-    return (out * gain + bias).clamp(0.0, 1.0)
+    scale = torch.stack([zoom, zoom * squash], dim=1)
+    scale = torch.where(on[:, None], scale, 1.0)
+    return (out * gain + bias).clamp(0.0, 1.0), scale
 
 
 def onset_losses(
@@ -180,7 +187,8 @@ def train_generator(
     if init_from is not None:
         _warm_start(encoder, init_from, "encoder")
         _warm_start(generator, init_from, "generator")
-    params = list(encoder.parameters()) + list(generator.parameters())
+    motion_head = MotionHead(generator.onset.in_channels)
+    params = [*encoder.parameters(), *generator.parameters(), *motion_head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
     scheduler = _schedule(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
@@ -192,23 +200,30 @@ def train_generator(
         # A mirrored scene sounds the same (mono): half the crops are flipped left-right.
         flip = torch.rand(len(picks), generator=gen) < 0.5
         rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
-        frames = augment(rgb.permute(0, 1, 4, 2, 3).float() / 255.0, opts.augment_p, gen)
+        frames, scale = augment(rgb.permute(0, 1, 4, 2, 3).float() / 255.0, opts.augment_p, gen)
+        objects = max(c.screen.shape[1] for c, _ in picks)
+        screen = torch.stack([crop_screen(c.screen, s, n, objects) for c, s in picks])
+        motion = motion_targets(screen, scale, (cfg.width, cfg.height))
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
-        x, onset_logit, offset_logit = generator.heads(encoder(frames, age))
+        trunk = generator.trunk(encoder(frames, age))
+        x, onset_logit, offset_logit = generator.decode(trunk)
         # Teacher forcing: the ground-truth contact frames fire the events.
         mel, _ = generator.render(x, onset_logit, offset_logit, events=onset)
         w = opts.warmup_frames * r
         mel_loss = F.l1_loss(mel[:, w:], target[:, w:])
         onset_loss = onset_losses(onset_logit, offset_logit, onset, r)
-        _step(optimizer, scheduler, mel_loss + opts.onset_weight * onset_loss)
+        m_loss = motion_loss(motion_head(trunk), motion)
+        loss = mel_loss + opts.onset_weight * onset_loss + opts.motion_weight * m_loss
+        _step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
-                "generator step %d mel %.4f onset %.4f (%.0f s)",
+                "generator step %d mel %.4f onset %.4f motion %.4f (%.0f s)",
                 step,
                 mel_loss.item(),
                 onset_loss.item(),
+                m_loss.item(),
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):

@@ -71,3 +71,13 @@ def test_video_clip_has_exact_timestamps(tmp_path: Path) -> None:
     assert [t for t, _ in decoded] == [Fraction(k) / fps for k in range(15)]
     error = np.abs(decoded[5][1].astype(float) - clip.frames[5].astype(float)).mean()
     assert error < 12  # yuv420p and crf 18 only
+
+
+def test_clip_stored_without_screen_positions_replays_them(tmp_path: Path) -> None:
+    rec = make_clip(3, duration_s=0.5, fps=24, model_width=32, model_height=32)
+    assert rec.screen_xy.shape == (len(rec.times_s), rec.screen_xy.shape[1], 2)
+    save_clip(tmp_path / "c.npz", rec)
+    with np.load(tmp_path / "c.npz") as z:
+        older = {k: z[k] for k in z.files if k != "screen_xy"}
+    np.savez_compressed(tmp_path / "old.npz", **older)
+    np.testing.assert_array_equal(load_clip(tmp_path / "old.npz").screen_xy, rec.screen_xy)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 
@@ -11,7 +12,9 @@ import pytest
 from engines.sim import SCENE_KINDS, sample_scene, simulate
 from engines.sim.camera import HOLDOUT_PITCH_DEG, TRAIN_PITCH_DEG
 from engines.sim.physics import PHYSICS_HZ
+from engines.sim.render import SceneRenderer
 from engines.sim.scene import HOLDOUT_SIZE_M, TRAIN_SHAPES
+from engines.sim.simulate import screen_track
 from tests.engines.scenes import drop_scene
 
 DT = 1.0 / PHYSICS_HZ
@@ -102,3 +105,53 @@ def test_holdout_scenes_use_only_reserved_parameters() -> None:
 def test_unknown_kind_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown scene kind"):
         sample_scene(np.random.default_rng(0), kind="explode")
+
+
+def test_projected_centre_is_where_the_object_is_drawn() -> None:
+    spec = drop_scene(0.3)
+    # A blue ball on an orange floor: its pixels are told apart from its (orange) blob shadow.
+    ball = dataclasses.replace(spec.objects[0], colour=(0.05, 0.1, 0.9))
+    spec = dataclasses.replace(spec, objects=(ball,))
+    width, height = 160, 90
+    with SceneRenderer(spec, width, height) as renderer:
+        orientation = np.array([[0.0, 0.0, 0.0, 1.0]])
+        for centre in ([0.0, 0.0, 0.3], [0.12, -0.05, 0.1], [-0.1, 0.1, 0.2]):
+            at = np.array([centre])
+            shown = renderer.render(at, orientation, 0.0).astype(int)
+            empty = renderer.render(np.array([[0.0, 0.0, -5.0]]), orientation, 0.0).astype(int)
+            changed = np.abs(shown - empty).sum(axis=-1) > 100
+            rows, cols = np.nonzero(changed & (shown[..., 2] > shown[..., 0] + 60))
+            x, y = renderer.project(at, 0.0)[0]
+            assert abs(cols.mean() + 0.5 - (x + 1) / 2 * width) < 1.0
+            assert abs(rows.mean() + 0.5 - (1 - y) / 2 * height) < 1.0
+        target = np.array([spec.camera.target])
+        np.testing.assert_allclose(renderer.project(target, 0.0), [[0.0, 0.0]], atol=1e-6)
+        behind = 2 * renderer_eye(spec) - np.array(spec.camera.target)
+        assert np.isnan(renderer.project(behind[None], 0.0)).all()
+
+
+def renderer_eye(spec) -> np.ndarray:
+    """The camera's position at t = 0."""
+    target, distance, yaw, pitch = spec.camera.at(0.0)
+    yaw_r, pitch_r = math.radians(yaw), math.radians(pitch)
+    back = np.array(
+        [
+            math.sin(yaw_r) * math.cos(pitch_r),
+            -math.cos(yaw_r) * math.cos(pitch_r),
+            -math.sin(pitch_r),
+        ]
+    )
+    return np.array(target) + distance * back
+
+
+def test_screen_positions_follow_the_fall_and_match_a_replay() -> None:
+    spec = drop_scene(0.3)
+    clip = _sim(spec, duration_s=0.6, fps=30)
+    y = clip.screen_xy[:, 0, 1]
+    assert clip.screen_xy.shape == (18, 1, 2) and np.isfinite(clip.screen_xy).all()
+    falling = clip.times_s < clip.impacts[0].time_s
+    assert np.all(np.diff(y[falling]) < 0)  # screen y points up: a falling ball goes down
+    replayed = screen_track(
+        spec, duration_s=0.6, times_s=clip.times_s, aspect=clip.width / clip.height
+    )
+    np.testing.assert_array_equal(replayed, clip.screen_xy)
