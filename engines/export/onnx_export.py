@@ -1,5 +1,7 @@
 """Export a trained checkpoint to a tier folder: three ONNX graphs and the config.json that states
-their contract (service.pipeline.contract reads it).
+their contract (service.pipeline.contract reads it). Each graph is its stage's streaming `step`:
+the stage's inputs plus its state (`state_<name>`) -> its outputs plus the next state
+(`next_<name>`), so one graph serves a whole clip in one call and a live stream frame by frame.
 
     python -m engines.export.onnx_export runs/preview/model.pt engines/artifacts/preview
 """
@@ -20,32 +22,43 @@ log = logging.getLogger(__name__)
 OPSET = 18
 
 
-class _Encoder(nn.Module):
-    def __init__(self, encoder: nn.Module) -> None:
-        super().__init__()
-        self.encoder = encoder
+class _Streaming(nn.Module):
+    """A stage's `step` as a graph of flat tensors: its inputs, then its state by name ->
+    its outputs, then its next state in the same order."""
 
-    def forward(self, frames: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
-        return self.encoder(frames, age)
+    def __init__(self, stage: nn.Module, n_inputs: int, state: list[str]) -> None:
+        super().__init__()
+        self.stage, self.n_inputs, self.state = stage, n_inputs, state
+
+    def forward(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        inputs = args[: self.n_inputs]
+        state = dict(zip(self.state, args[self.n_inputs :], strict=True))
+        *outputs, state = self.stage.step(*inputs, state)
+        return (*outputs, *(state[name] for name in self.state))
 
 
 def _export(
-    module: nn.Module,
-    args: tuple[torch.Tensor, ...],
+    stage: nn.Module,
+    inputs: dict[str, torch.Tensor],
+    axes: dict[str, dict[int, str]],
     path: Path,
-    inputs: dict[str, dict[int, str]],
-    outputs: dict[str, dict[int, str]],
-) -> None:
+) -> dict[str, list[int | str]]:
+    """Export `stage.step`; `axes` names the dynamic axes of its inputs and outputs. Returns the
+    state's contract: name -> shape, "B" for the batch."""
+    state = stage.initial_state(1)
+    names = list(state)
+    state_axes = {f"state_{n}": {0: "B"} for n in names} | {f"next_{n}": {0: "B"} for n in names}
     torch.onnx.export(
-        module,
-        args,
+        _Streaming(stage, len(inputs), names),
+        (*inputs.values(), *state.values()),
         str(path),
-        input_names=list(inputs),
-        output_names=list(outputs),
-        dynamic_axes={**inputs, **outputs},
+        input_names=[*inputs, *(f"state_{n}" for n in names)],
+        output_names=[*(k for k in axes if k not in inputs), *(f"next_{n}" for n in names)],
+        dynamic_axes=axes | state_axes,
         opset_version=OPSET,
         dynamo=False,
     )
+    return {n: ["B", *v.shape[1:]] for n, v in state.items()}
 
 
 def export_tier(checkpoint: Path, out_dir: Path) -> Path:
@@ -55,26 +68,23 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
     bt = {0: "B", 1: "T"}
     bm = {0: "B", 1: "M"}
     with torch.no_grad():
-        _export(
-            _Encoder(encoder),
-            (torch.rand(1, t, 3, cfg.height, cfg.width), torch.zeros(1, t)),
+        encoder_state = _export(
+            encoder,
+            {"frames": torch.rand(1, t, 3, cfg.height, cfg.width), "age": torch.zeros(1, t)},
+            {"frames": bt, "age": bt, "features": bt},
             out_dir / "encoder.onnx",
-            {"frames": bt, "age": bt},
-            {"features": bt},
         )
-        _export(
+        generator_state = _export(
             generator,
-            (torch.randn(1, t, cfg.feature_dim),),
+            {"features": torch.randn(1, t, cfg.feature_dim)},
+            {"features": bt, "mel": bm, "onset": bm},
             out_dir / "generator.onnx",
-            {"features": bt},
-            {"mel": bm, "onset": bm},
         )
-        _export(
+        vocoder_state = _export(
             vocoder,
-            (torch.randn(1, t * r, cfg.n_mels),),
+            {"mel": torch.randn(1, t * r, cfg.n_mels)},
+            {"mel": bm, "audio": {0: "B", 1: "S"}},
             out_dir / "vocoder.onnx",
-            {"mel": bm},
-            {"audio": {0: "B", 1: "S"}},
         )
     config = {
         "name": cfg.name,
@@ -95,6 +105,7 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
                 "file": "encoder.onnx",
                 "inputs": {"frames": ["B", "T", 3, cfg.height, cfg.width], "age": ["B", "T"]},
                 "outputs": {"features": ["B", "T", cfg.feature_dim]},
+                "state": encoder_state,
                 "left_context": encoder.left_context,
                 "right_context": encoder.right_context,
             },
@@ -102,6 +113,7 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
                 "file": "generator.onnx",
                 "inputs": {"features": ["B", "T", cfg.feature_dim]},
                 "outputs": {"mel": ["B", f"T*{r}", cfg.n_mels], "onset": ["B", f"T*{r}"]},
+                "state": generator_state,
                 "left_context": generator.left_context,
                 "right_context": generator.right_context,
             },
@@ -109,6 +121,7 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
                 "file": "vocoder.onnx",
                 "inputs": {"mel": ["B", "M", cfg.n_mels]},
                 "outputs": {"audio": ["B", f"M*{cfg.hop}"]},
+                "state": vocoder_state,
                 "left_context": vocoder.left_context,
                 "right_context": vocoder.right_context,
             },

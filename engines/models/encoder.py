@@ -3,7 +3,8 @@
 Contract:  frames [B, T, 3, H, W] float32 in [0, 1], age [B, T] float32
            -> features [B, T, D] float32
 Feature t sees frames t-1 and t (left_context = 1, right_context = 0); at the first frame of the
-input the previous frame is the frame itself (no motion). `age` is how long before model time t
+input the previous frame is the frame itself (no motion). `step` streams it: its state is the
+previous frame's embedding. `age` is how long before model time t
 the source frame was captured, in model frames: it tells the generator when a duplicated or early
 frame stands for the present, which sub-frame timing needs.
 """
@@ -45,13 +46,42 @@ class VisualEncoder(nn.Module):
         scale = stem * 2 ** (len(channels) - 1)
         self.proj = nn.Linear(c_in * (height // scale) * (width // scale), dim)
         self.out = nn.Linear(dim + 1, dim)
-        self.dim = dim
+        self.dim, self.height, self.width = dim, height, width
 
     def forward(self, frames: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
+        e = self.embed(frames)
+        return self.features(e, e[:, :1], age)
+
+    def initial_state(self, batch: int = 1) -> dict[str, torch.Tensor]:
+        """`before`: the embedding of the frame before the next call's first; `started`: 0
+        until the first call, whose first frame then stands in for its own predecessor (as in
+        `forward`)."""
+        scale = self.stem.stride[0]
+        h, w = self.height // scale, self.width // scale
+        zeros = self.stem.weight.new_zeros
+        return {"before": zeros(batch, self.stem.out_channels, h, w), "started": zeros(batch, 1)}
+
+    def step(
+        self, frames: torch.Tensor, age: torch.Tensor, state: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Streaming `forward`: consecutive calls give the features one call over all their
+        frames gives. Returns (features, next state)."""
+        e = self.embed(frames)
+        on = state["started"][:, :, None, None]
+        first = on * state["before"] + (1.0 - on) * e[:, 0]
+        features = self.features(e, first[:, None], age)
+        return features, {"before": e[:, -1], "started": torch.ones_like(state["started"])}
+
+    def embed(self, frames: torch.Tensor) -> torch.Tensor:
+        """frames [B, T, 3, H, W] -> patch embeddings [B, T, C, H / stem, W / stem]."""
         b, t, c, h, w = frames.shape
         e = self.stem(frames.reshape(b * t, c, h, w))
-        e = e.reshape(b, t, *e.shape[1:])
-        prev = torch.cat([e[:, :1], e[:, :-1]], dim=1)
+        return e.reshape(b, t, *e.shape[1:])
+
+    def features(self, e: torch.Tensor, before: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
+        """Embeddings [B, T, ...] and that of the frame before the first [B, 1, ...] -> features."""
+        b, t = e.shape[:2]
+        prev = torch.cat([before, e[:, :-1]], dim=1)
         x = F.gelu(torch.cat([e, (e - prev) * 4.0], dim=2)).flatten(0, 1)
         x = self.cnn(x).reshape(b, t, -1)
         x = F.gelu(self.proj(x))

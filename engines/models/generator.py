@@ -108,15 +108,29 @@ class Generator(nn.Module):
     def heads(self, features: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """features [B, T, D] -> (acoustic-rate trunk [B, mel_dim, T*R], onset logit [B, T],
         offset logits [B, R, T])."""
-        b, t, _ = features.shape
+        return self.decode(self.trunk(features))
+
+    def trunk(self, features: torch.Tensor) -> torch.Tensor:
+        """features [B, T, D] -> video-rate trunk [B, dim, T] (what the heads read)."""
         x = self.inp(features.transpose(1, 2))
         for block in self.blocks:
             x = block(x)
+        return x
+
+    def decode(
+        self, x: torch.Tensor, state: dict[str, torch.Tensor] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Video-rate trunk [B, dim, T] -> the outputs of `heads`. With a streaming `state`
+        (see `step`), the acoustic-rate blocks continue from it and update it in place."""
+        b, _, t = x.shape
         onset_logit = self.onset(x).squeeze(1)
         offset_logit = self.offset(x)
         x = F.gelu(self.up(x.transpose(1, 2))).reshape(b, t * self.r, self.mel_dim).transpose(1, 2)
-        for block in self.mel_blocks:
-            x = block(x)
+        for i, block in enumerate(self.mel_blocks):
+            if state is None:
+                x = block(x)
+            else:
+                x, state[f"mel{i}"] = block.step(x, state[f"mel{i}"])
         return x, onset_logit, offset_logit
 
     def fire(
@@ -125,12 +139,25 @@ class Generator(nn.Module):
         """[B, T], [B, R, T] -> events [B, T*R] in {0, 1}: one per rise of the frame probability
         past `trigger` (default: the calibrated one), on the most likely acoustic frame of that
         video frame."""
+        above_before = onset_logit.new_zeros(onset_logit.shape[0], 1)
+        return self._fire(onset_logit, offset_logit, above_before, trigger)[0]
+
+    def _fire(
+        self,
+        onset_logit: torch.Tensor,
+        offset_logit: torch.Tensor,
+        above_before: torch.Tensor,
+        trigger: float | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`fire` after a frame whose probability was (1) or was not (0) above the trigger
+        [B, 1]; also returns that flag for the last frame."""
         b, t = onset_logit.shape
         threshold = self.trigger if trigger is None else trigger
         above = (torch.sigmoid(onset_logit) >= threshold).float()
-        rising = above * (1.0 - F.pad(above, (1, 0))[:, :t])
+        rising = above * (1.0 - torch.cat([above_before, above[:, : t - 1]], dim=1))
         best = (offset_logit >= offset_logit.max(dim=1, keepdim=True).values).float()
-        return (rising[:, None, :] * best).transpose(1, 2).reshape(b, t * self.r)
+        events = (rising[:, None, :] * best).transpose(1, 2).reshape(b, t * self.r)
+        return events, above[:, t - 1 :]
 
     def forward(
         self, features: torch.Tensor, events: torch.Tensor | None = None
@@ -147,24 +174,75 @@ class Generator(nn.Module):
         offset_logit: torch.Tensor,
         events: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._render(x, onset_logit, offset_logit, events, self._render_state(x.shape[0]))
+
+    def _render(
+        self,
+        x: torch.Tensor,
+        onset_logit: torch.Tensor,
+        offset_logit: torch.Tensor,
+        events: torch.Tensor | None,
+        state: dict[str, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """`render` after the history in `state` (updated in place): whether the last frame was
+        above the trigger, the last emissions (the decay templates still ringing) and the last
+        continuous power (the smoothing window)."""
         b, _, m = x.shape
         where = torch.softmax(offset_logit, dim=1) * torch.sigmoid(onset_logit)[:, None, :]
         onset = where.transpose(1, 2).reshape(b, m)
         if events is None:
-            events = self.fire(onset_logit, offset_logit)
+            events, state["above"] = self._fire(onset_logit, offset_logit, state["above"])
         level = torch.exp(torch.clamp(self.event_level(x), max=8.0))
         mix = torch.softmax(self.event_decay(x).reshape(b, self.n_mels, -1, m), dim=2)
         emission = (events[:, None, None, :] * level[:, :, None, :] * mix).reshape(b, -1, m)
-        taps = self.template_frames
-        ringing = F.conv1d(
-            F.pad(emission, (taps - 1, 0)), self.decay_kernel, groups=emission.shape[1]
-        )
+        emission = torch.cat([state["emission"], emission], dim=-1)
+        state["emission"] = emission[..., m:]
+        ringing = F.conv1d(emission, self.decay_kernel, groups=emission.shape[1])
         power = ringing.reshape(b, self.n_mels, -1, m).sum(dim=2)
         continuous = torch.exp(torch.clamp(self.continuous(x), max=8.0))
-        smooth = self.smooth_kernel.shape[-1]
-        continuous = F.conv1d(
-            F.pad(continuous, (smooth - 1, 0)), self.smooth_kernel, groups=self.n_mels
-        )
+        continuous = torch.cat([state["continuous"], continuous], dim=-1)
+        state["continuous"] = continuous[..., m:]
+        continuous = F.conv1d(continuous, self.smooth_kernel, groups=self.n_mels)
         power = power + continuous
         mel = torch.log(power + self.log_floor)
         return mel.transpose(1, 2), onset
+
+    # --- streaming ---------------------------------------------------------------------------
+
+    def initial_state(self, batch: int = 1) -> dict[str, torch.Tensor]:
+        """The state `step` starts from: all zeros (what `forward`'s padding stands for), except
+        that the first `right_context` features must be written into the end of "history" (see
+        `step`)."""
+        zeros = self.decay_kernel.new_zeros
+        feature_dim = self.inp.in_channels
+        state = {"history": zeros(batch, self.inp.span, feature_dim)}
+        for i, block in enumerate(self.blocks):
+            state[f"trunk{i}"] = zeros(batch, block.dwconv.in_channels, block.dwconv.span)
+        for i, block in enumerate(self.mel_blocks):
+            state[f"mel{i}"] = zeros(batch, block.dwconv.in_channels, block.dwconv.span)
+        return state | self._render_state(batch)
+
+    def _render_state(self, batch: int) -> dict[str, torch.Tensor]:
+        zeros = self.decay_kernel.new_zeros
+        return {
+            "above": zeros(batch, 1),
+            "emission": zeros(batch, self.decay_kernel.shape[0], self.template_frames - 1),
+            "continuous": zeros(batch, self.n_mels, self.smooth_kernel.shape[-1] - 1),
+        }
+
+    def step(
+        self, features: torch.Tensor, state: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """Streaming `forward`: features [B, T, D] -> (mel [B, T*R, n_mels], onset [B, T*R],
+        next state). The output lags the input by `right_context` frames: a stream starts with
+        its first `right_context` features in the end of state["history"] (the last inputs
+        seen) instead of passing them here, and ends with `right_context` frames of zero
+        features, the padding `forward` puts after a clip."""
+        state = dict(state)
+        x, history = self.inp.step(features.transpose(1, 2), state["history"].transpose(1, 2))
+        state["history"] = history.transpose(1, 2)
+        for i, block in enumerate(self.blocks):
+            x, state[f"trunk{i}"] = block.step(x, state[f"trunk{i}"])
+        x, onset_logit, offset_logit = self.decode(x, state)
+        mel, onset = self._render(x, onset_logit, offset_logit, None, state)
+        return mel, onset, state

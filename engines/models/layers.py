@@ -1,8 +1,9 @@
 """Causal building blocks shared by the three model stages.
 
-Causality is what makes offline windows exact and streaming possible: a layer's output at step t
-depends on inputs <= t (plus an explicit, declared lookahead). Each layer reports its receptive
-field so the exported config can state the stage's context without hand-counting.
+Causality is what makes streaming exact: a layer's output at step t depends on inputs <= t (plus
+an explicit, declared lookahead). Each layer reports its receptive field so the exported config
+can state the stage's context without hand-counting, and streams with `step`, carrying its last
+inputs as state.
 """
 
 from __future__ import annotations
@@ -41,8 +42,20 @@ class CausalConv1d(nn.Conv1d):
     def right_context(self) -> int:
         return self.pad_right
 
+    @property
+    def span(self) -> int:
+        """Inputs of history a streaming step keeps: (kernel - 1) * dilation."""
+        return self.pad_left + self.pad_right
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return super().forward(F.pad(x, (self.pad_left, self.pad_right)))
+
+    def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Streaming: x [B, C_in, L] and the last `span` inputs before it [B, C_in, span] ->
+        (L outputs, next state). The outputs lag the inputs by `right_context`: output l is
+        the one for input position l - right_context. Zero history is `forward`'s padding."""
+        full = torch.cat([state, x], dim=-1)
+        return super().forward(full), full[..., full.shape[-1] - self.span :]
 
 
 class ChannelLayerNorm(nn.LayerNorm):
@@ -68,5 +81,13 @@ class ConvNeXtBlock(nn.Module):
         return self.dwconv.left_context
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.pw2(F.gelu(self.pw1(self.norm(self.dwconv(x)))))
+        return self._mix(x, self.dwconv(x))
+
+    def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Streaming `forward` (see CausalConv1d.step; the block has no lookahead)."""
+        y, state = self.dwconv.step(x, state)
+        return self._mix(x, y), state
+
+    def _mix(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        y = self.pw2(F.gelu(self.pw1(self.norm(y))))
         return x + self.scale * y

@@ -16,7 +16,6 @@ import math
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 
 from engines.models.layers import CausalConv1d, ConvNeXtBlock
 
@@ -66,11 +65,28 @@ class Vocoder(nn.Module):
     right_context = 0
 
     def forward(self, mel: torch.Tensor) -> torch.Tensor:
+        return self.step(mel, self.initial_state(mel.shape[0]))[0]
+
+    def initial_state(self, batch: int = 1) -> dict[str, torch.Tensor]:
+        """Zeros: the padding before a clip (no mel frames, no grain still sounding)."""
+        zeros = self.cos_basis.new_zeros
+        state = {"mel": zeros(batch, self.inp.in_channels, self.inp.span)}
+        for i, block in enumerate(self.blocks):
+            state[f"block{i}"] = zeros(batch, block.dwconv.in_channels, block.dwconv.span)
+        state["grain"] = zeros(batch, self.hop)
+        return state
+
+    def step(
+        self, mel: torch.Tensor, state: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """mel [B, M, n_mels] after `state` -> (audio [B, M * hop], next state): consecutive
+        calls give the samples one call over all their frames gives."""
+        state = dict(state)
         b, m, _ = mel.shape
-        x = self.inp(mel.transpose(1, 2))
+        x, state["mel"] = self.inp.step(mel.transpose(1, 2), state["mel"])
         x = self.norm(x.transpose(1, 2)).transpose(1, 2)
-        for block in self.blocks:
-            x = block(x)
+        for i, block in enumerate(self.blocks):
+            x, state[f"block{i}"] = block.step(x, state[f"block{i}"])
         x = self.head(self.out_norm(x.transpose(1, 2)))  # (B, M, 2 * bins)
         log_mag, phase = x[..., : self.bins], x[..., self.bins :]
         mag = torch.exp(torch.clamp(log_mag, max=6.0))
@@ -78,5 +94,7 @@ class Vocoder(nn.Module):
             mag * torch.sin(phase)
         ) @ self.sin_basis
         first, second = grains[..., : self.hop], grains[..., self.hop :]
-        second = F.pad(second, (0, 0, 1, 0))[:, :m]
-        return (first + second).reshape(b, m * self.hop)
+        # Samples of frame m: the first half of grain m plus the second half of grain m - 1.
+        second = torch.cat([state["grain"][:, None], second], dim=1)
+        state["grain"] = second[:, m]
+        return (first + second[:, :m]).reshape(b, m * self.hop), state

@@ -11,8 +11,15 @@ S = M * hop audio samples:
 
 Model frame k stands for the time `t0 + k / fps`, t0 being the first video frame's presentation
 time; acoustic frame m owns samples [m * hop, (m + 1) * hop). Every stage is time-invariant with a
-bounded receptive field (`left_context`, `right_context`, in that stage's input frames), which is
-what lets `service.pipeline.offline` cut a clip of any length into windows whose joins are exact.
+bounded receptive field (`left_context`, `right_context`, in that stage's input frames).
+
+Every stage streams: besides its inputs, its graph takes a `state_<name>` tensor per entry of
+its `state` and returns the next one as `next_<name>`, so consecutive calls on consecutive
+frames give exactly what one call on all of them gives. A stream starts from zero state, with
+one rule for a stage that looks ahead (`right_context` L > 0): its state `history` holds its last
+inputs, and a stream writes its first L input frames into the end of `history` instead of
+passing them, then ends with L frames of zeros (the padding after a clip). Its output lags its
+input by L frames. `service.pipeline.streaming` runs this.
 
 The config is written by `engines.export` from the trained model; nothing here is a default for a
 model hyperparameter.
@@ -32,8 +39,14 @@ class StageSpec:
     file: str
     inputs: dict[str, list[int | str]]
     outputs: dict[str, list[int | str]]
+    state: dict[str, list[int | str]]
     left_context: int
     right_context: int
+
+    @property
+    def graph_inputs(self) -> set[str]:
+        """The graph's input names: the stage's inputs and `state_<name>` per state tensor."""
+        return set(self.inputs) | {f"state_{name}" for name in self.state}
 
 
 @dataclass(frozen=True)
@@ -99,6 +112,7 @@ def _stage(name: str, raw: dict) -> StageSpec:
         file=raw["file"],
         inputs=raw["inputs"],
         outputs=raw["outputs"],
+        state=raw["state"],
         left_context=int(raw["left_context"]),
         right_context=int(raw["right_context"]),
     )

@@ -30,8 +30,8 @@ from service.media.decode import DecodeLimits, open_video
 from service.media.mux import FoleyMuxer
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contract import TierConfig, load_tier
-from service.pipeline.offline import OfflineSynth, StageTimer
 from service.pipeline.preprocess import FrameResampler, ModelFrames
+from service.pipeline.streaming import StageTimer, StreamingSynth
 from service.pipeline.types import (
     AUDIO_FORMATS,
     SAMPLE_RATES,
@@ -67,7 +67,7 @@ class FoleyEngine:
             np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8),
             np.zeros(n, np.float32),
         )
-        synth = OfflineSynth(self.tier, self.backend)
+        synth = StreamingSynth(self.tier, self.backend)
         list(synth.push(frames))
         list(synth.finish(n, n * self.tier.samples_per_frame))
 
@@ -142,7 +142,7 @@ class FoleyEngine:
         the first frame's time is known; `stage` names the sink's time."""
         tier = self.tier
         resampler = FrameResampler(tier.fps)
-        synth = OfflineSynth(tier, self.backend, timer=timer)
+        synth = StreamingSynth(tier, self.backend, timer=timer)
         with (
             open_video(
                 input_path, width=tier.width, height=tier.height, limits=self.limits

@@ -38,9 +38,9 @@ class OnnxRuntimeBackend:
         }
         for stage in tier.stages:
             got = {i.name for i in self.sessions[stage.name].get_inputs()}
-            if got != set(stage.inputs):
+            if got != stage.graph_inputs:
                 raise ValueError(
-                    f"{stage.file}: inputs {sorted(got)} != contract {sorted(stage.inputs)}"
+                    f"{stage.file}: inputs {sorted(got)} != contract {sorted(stage.graph_inputs)}"
                 )
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
