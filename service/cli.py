@@ -44,7 +44,6 @@ FORMATS = AUDIO_FORMATS | VIDEO_FORMATS
 PROGRESS_DELAY_S = 2.0
 # Without it, open WebSockets keep the process alive forever after SIGTERM.
 GRACEFUL_SHUTDOWN_S = 30
-WS_MAX_SIZE = 4 * 1024 * 1024  # uvicorn's default is 16 MiB; one streamed frame is far smaller
 WS_PING_S = 20.0
 LOG_LEVELS = {"generate": logging.WARNING, "serve": logging.INFO}  # generate: keep stderr quiet
 
@@ -191,7 +190,8 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         host=settings.host,
         port=settings.port,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
-        ws_max_size=WS_MAX_SIZE,
+        # uvicorn's default is 16 MiB: the largest frame a preview session may send is enough.
+        ws_max_size=settings.preview_max_frame_pixels * 3 + 64,
         ws_ping_interval=WS_PING_S,
         ws_ping_timeout=WS_PING_S,
         # Compression costs CPU per message and invites decompression bombs; frames are

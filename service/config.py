@@ -37,6 +37,18 @@ class Settings(BaseSettings):
     # up on disk behind a long queue.
     max_queued_renders: int = Field(default=8, ge=0)
 
+    # Live preview (WebSocket /v1/preview, service.preview): one worker thread runs every session.
+    preview_max_sessions: int = Field(default=16, ge=1)
+    # How long the worker waits after a frame for other sessions' frames to batch with it.
+    preview_batch_window_ms: float = Field(default=2.0, ge=0)
+    preview_queue_frames: int = Field(default=8, ge=1)  # frames waiting per session
+    preview_send_queue: int = Field(default=64, ge=1)  # messages waiting for a slow reader
+    preview_idle_timeout_s: float = Field(default=30.0, gt=0)
+    preview_max_frame_pixels: int = Field(default=1920 * 1080, gt=0)
+    # Who may connect: API keys (none = open) and browser origins besides the service's own.
+    api_keys: list[str] = Field(default_factory=list)
+    allowed_origins: list[str] = Field(default_factory=list)
+
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"
     port: int = 8000

@@ -77,7 +77,7 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
         generator_state = _export(
             generator,
             {"features": torch.randn(1, t, cfg.feature_dim)},
-            {"features": bt, "mel": bm, "onset": bm},
+            {"features": bt, "mel": bm, "onset": bm, "events": bm},
             out_dir / "generator.onnx",
         )
         vocoder_state = _export(
@@ -112,7 +112,11 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
             "generator": {
                 "file": "generator.onnx",
                 "inputs": {"features": ["B", "T", cfg.feature_dim]},
-                "outputs": {"mel": ["B", f"T*{r}", cfg.n_mels], "onset": ["B", f"T*{r}"]},
+                "outputs": {
+                    "mel": ["B", f"T*{r}", cfg.n_mels],
+                    "onset": ["B", f"T*{r}"],
+                    "events": ["B", f"T*{r}"],
+                },
                 "state": generator_state,
                 "left_context": generator.left_context,
                 "right_context": generator.right_context,

@@ -174,7 +174,9 @@ class Generator(nn.Module):
         offset_logit: torch.Tensor,
         events: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._render(x, onset_logit, offset_logit, events, self._render_state(x.shape[0]))
+        state = self._render_state(x.shape[0])
+        mel, onset, _ = self._render(x, onset_logit, offset_logit, events, state)
+        return mel, onset
 
     def _render(
         self,
@@ -183,10 +185,10 @@ class Generator(nn.Module):
         offset_logit: torch.Tensor,
         events: torch.Tensor | None,
         state: dict[str, torch.Tensor],
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """`render` after the history in `state` (updated in place): whether the last frame was
         above the trigger, the last emissions (the decay templates still ringing) and the last
-        continuous power (the smoothing window)."""
+        continuous power (the smoothing window). Also returns the events."""
         b, _, m = x.shape
         where = torch.softmax(offset_logit, dim=1) * torch.sigmoid(onset_logit)[:, None, :]
         onset = where.transpose(1, 2).reshape(b, m)
@@ -205,7 +207,7 @@ class Generator(nn.Module):
         continuous = F.conv1d(continuous, self.smooth_kernel, groups=self.n_mels)
         power = power + continuous
         mel = torch.log(power + self.log_floor)
-        return mel.transpose(1, 2), onset
+        return mel.transpose(1, 2), onset, events
 
     # --- streaming ---------------------------------------------------------------------------
 
@@ -232,17 +234,18 @@ class Generator(nn.Module):
 
     def step(
         self, features: torch.Tensor, state: dict[str, torch.Tensor]
-    ) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """Streaming `forward`: features [B, T, D] -> (mel [B, T*R, n_mels], onset [B, T*R],
-        next state). The output lags the input by `right_context` frames: a stream starts with
-        its first `right_context` features in the end of state["history"] (the last inputs
-        seen) instead of passing them here, and ends with `right_context` frames of zero
-        features, the padding `forward` puts after a clip."""
+        events [B, T*R] (1 where a contact sound fires), next state). The output lags the input
+        by `right_context` frames: a stream starts with its first `right_context` features in
+        the end of state["history"] (the last inputs seen) instead of passing them here, and
+        ends with `right_context` frames of zero features, the padding `forward` puts after a
+        clip."""
         state = dict(state)
         x, history = self.inp.step(features.transpose(1, 2), state["history"].transpose(1, 2))
         state["history"] = history.transpose(1, 2)
         for i, block in enumerate(self.blocks):
             x, state[f"trunk{i}"] = block.step(x, state[f"trunk{i}"])
         x, onset_logit, offset_logit = self.decode(x, state)
-        mel, onset = self._render(x, onset_logit, offset_logit, None, state)
-        return mel, onset, state
+        mel, onset, events = self._render(x, onset_logit, offset_logit, None, state)
+        return mel, onset, events, state

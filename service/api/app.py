@@ -10,6 +10,7 @@ import anyio
 from fastapi import FastAPI
 
 from service.api.errors import install_error_handlers
+from service.api.preview import router as preview_router
 from service.api.routes import router
 from service.api.state import Engine, EngineLoader, ServiceState
 from service.config import Settings, get_settings
@@ -36,6 +37,7 @@ def create_app(
     )
     install_error_handlers(app)
     app.include_router(router)
+    app.include_router(preview_router)
     return app
 
 
@@ -51,6 +53,8 @@ def _lifespan(settings: Settings, engine_loader: EngineLoader):
             tasks.start_soon(_load, state, engine_loader)
             yield
             tasks.cancel_scope.cancel()
+        if state.preview is not None:
+            state.preview.stop()
 
     return lifespan
 

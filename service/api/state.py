@@ -1,10 +1,11 @@
 """What the routes share: the engine (once loaded) and the render limiter.
 
 Threading: the event loop only moves bytes. The engine is loaded, warmed up and run in worker
-threads; `engine.render` may be called from several threads at once (its contract), and
+threads, and live preview sessions in the preview worker's one thread (service.preview).
+`engine.render` may be called from several threads at once (its contract), and
 `ServiceState.limiter` bounds how many renders run together. The only shared mutable state is
-`engine`/`load_error`, each written once by the loader task; per-request values (paths, options)
-travel as arguments.
+`engine`/`load_error`, each written once by the loader task, and `preview`, started once on the
+event loop; per-request values (paths, options) travel as arguments.
 """
 
 from __future__ import annotations
@@ -20,14 +21,17 @@ from fastapi import Request
 from service.api.errors import Busy, EngineUnavailable
 from service.config import Settings
 from service.errors import NotReady
+from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
+from service.preview.worker import PreviewWorker
 
 
 class Engine(Protocol):
     """What the transport needs from `service.pipeline.engine.FoleyEngine`."""
 
     tier: TierConfig
+    backend: Backend
 
     def warmup(self) -> None: ...
 
@@ -49,6 +53,21 @@ class ServiceState:
     limiter: anyio.CapacityLimiter
     engine: Engine | None = None  # set once, after load and warmup
     load_error: str | None = None  # set once if loading failed: never ready
+    preview: PreviewWorker | None = None  # started with the first live session
+
+    def preview_worker(self) -> PreviewWorker:
+        """The live preview worker, started on first use (on the event loop: no race)."""
+        engine = self.ready_engine()
+        if self.preview is None:
+            settings = self.settings
+            self.preview = PreviewWorker(
+                engine.tier,
+                engine.backend,
+                max_sessions=settings.preview_max_sessions,
+                queue_frames=settings.preview_queue_frames,
+                batch_window_s=settings.preview_batch_window_ms / 1000,
+            )
+        return self.preview
 
     def check_alive(self) -> None:
         if self.load_error is not None:

@@ -6,7 +6,9 @@ S = M * hop audio samples:
     preprocess  decoded frames (pts_s, HxWx3 uint8)  -> frames [1, T, 3, H, W] float32 in [0, 1]
                                                         age    [1, T] float32 in [0, 1)
     encoder     frames, age                          -> features [1, T, D] float32
-    generator   features                             -> mel [1, M, n_mels] float32 (natural-log mel)
+    generator   features                             -> mel    [1, M, n_mels] float32 (log mel)
+                                                        onset  [1, M] probability a contact starts
+                                                        events [1, M] 1 where a contact sound fires
     vocoder     mel                                  -> audio [1, S] float32 in [-1, 1]
 
 Model frame k stands for the time `t0 + k / fps`, t0 being the first video frame's presentation

@@ -5,8 +5,9 @@ the latest source frame shown at t_k (pts <= t_k), which is what a viewer sees a
 mapping by timestamp rather than by index keeps 24, 25, 29.97, 60 fps and variable frame rate
 sources on one clock. `age` = (t_k - pts) * fps tells the model how stale that frame is.
 
-Streaming: frame k is final once a source frame with pts > t_k has arrived (or the stream ended),
-so `push` emits frames as soon as they are determined and `finish` emits the rest.
+Streaming: frame k is final once a source frame with pts >= t_k has arrived (or the stream
+ended), so `push` emits frames as soon as they are determined (a source at the model's rate adds
+no delay) and `finish` emits the rest.
 """
 
 from __future__ import annotations
@@ -64,6 +65,9 @@ class FrameResampler:
             while self._last_rgb is not None and self.time_of(self.next_index) < pts - _EPS_S:
                 self._emit(out_rgb, out_age)
             self._last_pts, self._last_rgb = pts, frame
+            # A model time this frame falls on is shown by it, whatever comes next: no wait.
+            while self.time_of(self.next_index) <= pts + _EPS_S:
+                self._emit(out_rgb, out_age)
         return self._pack(start, out_rgb, out_age)
 
     def finish(self, num_frames: int) -> ModelFrames | None:

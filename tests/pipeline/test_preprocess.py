@@ -60,9 +60,12 @@ def test_streaming_pushes_equal_one_push() -> None:
     np.testing.assert_array_equal(np.concatenate([p.age for p in got]), whole.age)
 
 
-def test_a_frame_is_final_only_once_a_later_frame_arrives() -> None:
+def test_a_frame_is_final_once_a_frame_at_or_after_its_time_arrives() -> None:
     resampler = FrameResampler(30)
     first = resampler.push(np.array([0.0]), _frames(np.zeros(1)))
-    assert first is None  # frame 0 could still be replaced by a frame at 0.0 + epsilon
-    second = resampler.push(np.array([0.1]), _frames(np.zeros(1)))
-    assert second is not None and len(second) == 3  # t = 0, 0.033, 0.067 are now determined
+    assert first is not None and len(first) == 1  # t = 0 is shown by the frame at 0: no wait
+    between = resampler.push(np.array([0.05]), _frames(np.zeros(1)))
+    assert between is not None and len(between) == 1  # t = 0.033 (0.067 may still get a frame)
+    assert between.start == 1 and between.age[0] == pytest.approx(1.0)
+    later = resampler.push(np.array([0.1]), _frames(np.zeros(1)))
+    assert later is not None and later.start == 2 and len(later) == 2  # t = 0.067 and 0.1

@@ -13,7 +13,7 @@ from engines.models.checkpoint import load_checkpoint
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig
 from service.pipeline.preprocess import ModelFrames, to_model_input
-from service.pipeline.streaming import StreamingSynth, synthesize_clip
+from service.pipeline.streaming import StreamingSynth, StreamRunner, synthesize_clip
 
 
 def _clip(tier: TierConfig, n: int, seed: int = 0) -> ModelFrames:
@@ -85,7 +85,7 @@ def test_state_keeps_the_contract_shapes(tiny_tier: TierConfig, tiny_backend: Ba
     for k in range(0, 300, 25):
         list(synth.push(ModelFrames(k, clip.rgb[k : k + 25], clip.age[k : k + 25])))
     for stage in tiny_tier.stages:
-        shapes = {name: list(v.shape) for name, v in synth._state[stage.name].items()}
+        shapes = {name: list(v.shape) for name, v in synth.stream.state[stage.name].items()}
         assert shapes == {n: [1 if d == "B" else d for d in s] for n, s in stage.state.items()}
 
 
@@ -94,3 +94,37 @@ def test_frames_out_of_order_are_refused(tiny_tier: TierConfig, tiny_backend: Ba
     synth = StreamingSynth(tiny_tier, tiny_backend)
     with pytest.raises(ValueError, match="expected 0"):
         list(synth.push(ModelFrames(3, clip.rgb, clip.age)))
+
+
+def test_streams_run_together_as_they_run_alone(
+    tiny_tier: TierConfig, tiny_backend: Backend
+) -> None:
+    """Micro-batching: streams stepped in one batch (joining at different times, with
+    different chunk sizes) each get exactly the track they get alone."""
+    clips = [_clip(tiny_tier, 24, seed=s) for s in (2, 3, 4)]
+    joins = [0, 0, 5]  # the third stream starts five steps later
+    runner = StreamRunner(tiny_tier, tiny_backend)
+    streams = [runner.open() for _ in clips]
+    audio: list[list[np.ndarray]] = [[] for _ in clips]
+    events: list[list[np.ndarray]] = [[] for _ in clips]
+    for step in range(30):
+        batch = [i for i, j in enumerate(joins) if j <= step and streams[i].frames < 24]
+        size = 1 if step % 3 else 2  # all streams of a step take the same number of frames
+        frames = []
+        for i in batch:
+            k = streams[i].frames
+            frames.append(ModelFrames(k, clips[i].rgb[k : k + size], clips[i].age[k : k + size]))
+        for i, chunk in zip(batch, runner.push([streams[i] for i in batch], frames), strict=True):
+            audio[i].append(chunk.audio)
+            events[i].append(chunk.events)
+    for i, chunk in enumerate(runner.finish(streams)):
+        audio[i].append(chunk.audio)
+        events[i].append(chunk.events)
+    for i, clip in enumerate(clips):
+        alone = runner.open()
+        (whole,) = runner.push([alone], [clip])
+        (tail,) = runner.finish([alone])
+        _close(np.concatenate(audio[i]), np.concatenate([whole.audio, tail.audio]))
+        assert np.array_equal(
+            np.concatenate(events[i]), np.concatenate([whole.events, tail.events])
+        )

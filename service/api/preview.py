@@ -1,0 +1,305 @@
+"""`/v1/preview`: the live preview WebSocket (protocol: service.preview.protocol, docs/preview.md).
+
+Transport only. Three tasks per connection on the event loop, none of which computes anything:
+- receive: frames and control messages -> the preview worker (bounded: a client that sends
+  faster than the worker computes is told so and closed);
+- send: the worker's outputs -> the client, with latency statistics;
+- a watchdog: the outbox is bounded too, and a client that stops reading is closed with
+  CLOSE_SLOW_READER instead of being buffered for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Callable
+from urllib.parse import urlsplit
+
+import anyio
+import numpy as np
+from fastapi import APIRouter, WebSocket
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnect, WebSocketState
+
+from service.api.errors import validation_reason
+from service.api.state import ServiceState
+from service.errors import FoleyError
+from service.preview import protocol as p
+from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
+
+logger = logging.getLogger(__name__)
+router = APIRouter()
+STATS_EVERY_S = 1.0
+
+
+class _Close(Exception):
+    """End the connection with an error message and a close code."""
+
+    def __init__(self, code: str, reason: str, close: int) -> None:
+        super().__init__(reason)
+        self.code, self.reason, self.close = code, reason, close
+
+
+@router.websocket("/v1/preview")
+async def preview(ws: WebSocket) -> None:
+    state: ServiceState = ws.app.state.foley
+    refusal = _refusal(ws, state)
+    if refusal is not None:
+        await ws.close(p.CLOSE_POLICY, refusal)  # before accept: the handshake gets HTTP 403
+        return
+    await ws.accept()
+    session: Session | None = None
+    worker: PreviewWorker | None = None
+    try:
+        config = await _receive_config(ws, state)
+        try:
+            worker = state.preview_worker()
+        except FoleyError as exc:
+            raise _Close(exc.code, str(exc), p.CLOSE_BUSY) from None
+        outbox: asyncio.Queue[Output] = asyncio.Queue(maxsize=state.settings.preview_send_queue)
+        overflow = asyncio.Event()
+        try:
+            session = worker.open(config, _deliverer(outbox, overflow))
+        except Full as exc:
+            raise _Close("busy", str(exc), p.CLOSE_BUSY) from None
+        await ws.send_text(_ready(state, worker, session).model_dump_json())
+        await _serve(ws, state, worker, session, outbox, overflow)
+    except _Close as close:
+        await _close(ws, close)
+    except WebSocketDisconnect:
+        pass
+    finally:
+        if worker is not None and session is not None:
+            worker.close(session)
+
+
+def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
+    """Why the handshake is refused, or None. Browsers send Origin: it must be this service's
+    own or a configured one (CORS does not cover WebSockets). Other clients send none."""
+    origin = ws.headers.get("origin")
+    if origin is not None:
+        host = ws.headers.get("host", "")
+        if urlsplit(origin).netloc != host and origin not in state.settings.allowed_origins:
+            return f"origin {origin} is not allowed"
+    keys = state.settings.api_keys
+    if keys:
+        given = ws.headers.get("x-api-key") or ws.query_params.get("api_key") or ""
+        if not any(secrets.compare_digest(given, k) for k in keys):
+            return "a valid API key is required (x-api-key header or api_key query parameter)"
+    return None
+
+
+async def _receive_config(ws: WebSocket, state: ServiceState) -> p.SessionConfig:
+    settings = state.settings
+    with anyio.move_on_after(settings.preview_idle_timeout_s) as idle:
+        message = await ws.receive()
+    if idle.cancelled_caught:
+        raise _Close("idle", "no session config received", p.CLOSE_IDLE)
+    if message["type"] == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    if message.get("text") is None:
+        raise _Close("bad_message", "the first message must be the JSON config", p.CLOSE_POLICY)
+    try:
+        config = p.ClientMessage.validate_json(message["text"])
+    except ValidationError as exc:
+        raise _Close("invalid_config", validation_reason(exc.errors()), p.CLOSE_BAD_INPUT) from None
+    if not isinstance(config, p.SessionConfig):
+        raise _Close("bad_message", "the first message must be the config", p.CLOSE_POLICY)
+    if config.protocol != p.PROTOCOL_VERSION:
+        raise _Close(
+            "unsupported_protocol",
+            f"protocol {config.protocol}; this service speaks {p.PROTOCOL_VERSION}",
+            p.CLOSE_BAD_INPUT,
+        )
+    if config.width * config.height > settings.preview_max_frame_pixels:
+        raise _Close(
+            "frame_too_large",
+            f"{config.width}x{config.height} is over {settings.preview_max_frame_pixels} pixels",
+            p.CLOSE_BAD_INPUT,
+        )
+    engine = state.engine
+    if config.tier not in (None, engine.tier.name if engine else None):
+        raise _Close("unknown_tier", f"tier {config.tier!r} is not loaded", p.CLOSE_BAD_INPUT)
+    return config
+
+
+def _max_frame_bytes(state: ServiceState) -> int:
+    return state.settings.preview_max_frame_pixels * 3
+
+
+def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Ready:
+    tier, config = worker.tier, session.config
+    return p.Ready(
+        session=session.id,
+        tier=tier.name,
+        model_version=tier.version,
+        model_fps=tier.fps,
+        sample_rate=config.sample_rate,
+        samples_per_frame=config.sample_rate // tier.fps,
+        lookahead_frames=tier.generator.right_context,
+        width=config.width,
+        height=config.height,
+        pixel_format=config.pixel_format,
+        max_frame_bytes=_max_frame_bytes(state),
+    )
+
+
+def _deliverer(outbox: asyncio.Queue[Output], overflow: asyncio.Event) -> Callable[[Output], None]:
+    """The worker thread's callback: post to the event loop, never block the worker."""
+    loop = asyncio.get_running_loop()
+
+    def put(item: Output) -> None:
+        try:
+            outbox.put_nowait(item)
+        except asyncio.QueueFull:
+            overflow.set()
+
+    return lambda item: loop.call_soon_threadsafe(put, item)
+
+
+async def _serve(
+    ws: WebSocket,
+    state: ServiceState,
+    worker: PreviewWorker,
+    session: Session,
+    outbox: asyncio.Queue[Output],
+    overflow: asyncio.Event,
+) -> None:
+    outcome: list[_Close] = []
+
+    async def guarded(task: Callable[[], object]) -> None:
+        try:
+            await task()  # type: ignore[misc]
+        except _Close as close:
+            outcome.append(close)
+        except WebSocketDisconnect:
+            pass
+        tasks.cancel_scope.cancel()
+
+    async def watchdog() -> None:
+        await overflow.wait()
+        raise _Close(
+            "slow_reader", "the client is not reading the audio it asked for", p.CLOSE_SLOW_READER
+        )
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(guarded, lambda: _receive(ws, state, worker, session))
+        tasks.start_soon(guarded, lambda: _send(ws, session, outbox))
+        tasks.start_soon(guarded, watchdog)
+    if outcome:
+        raise outcome[0]
+
+
+async def _receive(
+    ws: WebSocket, state: ServiceState, worker: PreviewWorker, session: Session
+) -> None:
+    """Frames to the worker until the client's end message; then waits (the sender finishes)."""
+    limit = _max_frame_bytes(state)
+    while True:
+        with anyio.move_on_after(state.settings.preview_idle_timeout_s) as idle:
+            message = await ws.receive()
+        if idle.cancelled_caught:
+            raise _Close("idle", "no frame within the idle timeout", p.CLOSE_IDLE)
+        if message["type"] == "websocket.disconnect":
+            raise WebSocketDisconnect(message.get("code", 1000))
+        received = time.perf_counter()
+        data = message.get("bytes")
+        if data is not None:
+            if len(data) > limit + p.FRAME_HEADER.size:
+                raise _Close(
+                    "frame_too_large", f"frames are at most {limit} bytes", p.CLOSE_TOO_BIG
+                )
+            try:
+                worker.submit(session, p.parse_frame(data), received)
+            except p.ProtocolError as exc:
+                raise _Close(exc.code, str(exc), exc.close) from None
+            except Full as exc:
+                raise _Close("overloaded", str(exc), p.CLOSE_BUSY) from None
+            continue
+        try:
+            control = p.ClientMessage.validate_json(message.get("text") or "")
+        except ValidationError as exc:
+            raise _Close("bad_message", validation_reason(exc.errors()), p.CLOSE_POLICY) from None
+        if isinstance(control, p.End):
+            worker.end(session)
+            await anyio.sleep_forever()  # the sender ends the connection once flushed
+        raise _Close("bad_message", "the config was already given", p.CLOSE_POLICY)
+
+
+async def _send(ws: WebSocket, session: Session, outbox: asyncio.Queue[Output]) -> None:
+    rate = session.config.sample_rate
+    stats = _Stats()
+    while True:
+        item = await outbox.get()
+        if isinstance(item, FailOut):
+            close = p.CLOSE_INTERNAL if item.code == "internal" else p.CLOSE_BAD_INPUT
+            raise _Close(item.code, item.reason, close)
+        if isinstance(item, EndOut):
+            if stats.latency_ms:  # the last window's statistics, however short
+                await ws.send_text(stats.message().model_dump_json())
+            await ws.send_text(p.Ended(frames=item.frames, samples=item.samples).model_dump_json())
+            await ws.close(p.CLOSE_NORMAL)
+            return
+        assert isinstance(item, AudioOut)
+        t0 = session.t0
+        await ws.send_bytes(
+            p.pack_audio(
+                item.samples, sample_rate=rate, start=item.start, start_s=t0 + item.start / rate
+            )
+        )
+        for sample in item.onsets:
+            await ws.send_text(p.Onset(time_s=t0 + sample / rate, sample=sample).model_dump_json())
+        if item.batch:
+            stats.add(item, time.perf_counter())
+        if stats.due():
+            await ws.send_text(stats.message().model_dump_json())
+
+
+class _Stats:
+    """Latency over the last window of audio chunks sent."""
+
+    def __init__(self) -> None:
+        self.chunks = 0
+        self.compute_ms: list[float] = []
+        self.latency_ms: list[float] = []
+        self.batches: list[int] = []
+        self.last = time.perf_counter()
+
+    def add(self, item: AudioOut, sent: float) -> None:
+        self.chunks += 1
+        self.compute_ms.append(item.compute_s * 1000)
+        self.latency_ms.append((sent - item.received_at) * 1000)
+        self.batches.append(item.batch)
+
+    def due(self) -> bool:
+        return bool(self.latency_ms) and time.perf_counter() - self.last >= STATS_EVERY_S
+
+    def message(self) -> p.Stats:
+        compute, latency = np.asarray(self.compute_ms), np.asarray(self.latency_ms)
+        out = p.Stats(
+            chunks=self.chunks,
+            compute_ms_p50=round(float(np.percentile(compute, 50)), 3),
+            compute_ms_p99=round(float(np.percentile(compute, 99)), 3),
+            latency_ms_p50=round(float(np.percentile(latency, 50)), 3),
+            latency_ms_p99=round(float(np.percentile(latency, 99)), 3),
+            batch_mean=round(float(np.mean(self.batches)), 2),
+        )
+        self.compute_ms, self.latency_ms, self.batches = [], [], []
+        self.last = time.perf_counter()
+        return out
+
+
+async def _close(ws: WebSocket, close: _Close) -> None:
+    """Send the error (if the socket still takes it) and close with its code."""
+    if ws.application_state != WebSocketState.CONNECTED:
+        return
+    with anyio.move_on_after(1.0):
+        try:
+            await ws.send_text(
+                p.ErrorMessage(code=close.code, reason=close.reason).model_dump_json()
+            )
+            await ws.close(close.close, close.reason[:120])
+        except (WebSocketDisconnect, RuntimeError):
+            pass

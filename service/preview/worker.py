@@ -1,0 +1,272 @@
+"""The preview worker: one thread that owns every live session's streams and runs inference for
+all of them, a micro-batch at a time.
+
+The event loop only moves bytes: it hands each received frame to `PreviewWorker.submit` and sends
+what the worker delivers. The worker thread waits for a frame, gives the other sessions
+`batch_window_s` to add theirs, then for every session with input decodes and scales its frames,
+maps them to model frames by timestamp, and runs each stage once for the whole batch
+(service.pipeline.streaming.StreamRunner). Outputs go back through each session's `deliver`
+callback, which must not block (the transport posts them to its event loop).
+
+Bounded everywhere: at most `max_sessions` sessions (`open` refuses more), at most
+`queue_frames` frames waiting per session (`submit` refuses more: the client sends faster than
+the service can compute); what happens to a client that does not read is the transport's call.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from service.media.audio_out import ExactResampler
+from service.pipeline.backends.base import Backend
+from service.pipeline.contract import TierConfig
+from service.pipeline.preprocess import FrameResampler, ModelFrames
+from service.pipeline.streaming import Chunk, Stream, StreamRunner
+from service.preview.frames import FrameDecoder
+from service.preview.protocol import FrameMessage, SessionConfig
+
+log = logging.getLogger(__name__)
+
+
+class Full(Exception):
+    """The worker has no room: for another session (`open`) or another frame (`submit`)."""
+
+
+@dataclass(frozen=True)
+class AudioOut:
+    """Samples at the session's rate from sample `start` (0 = the first frame's timestamp),
+    with the onsets that start in them, and when the frame that completed them arrived."""
+
+    start: int
+    samples: np.ndarray
+    onsets: list[int]  # sample indices, session rate
+    received_at: float  # time.perf_counter() of the frame that completed this audio
+    compute_s: float  # the worker's time for the batch that made it
+    batch: int  # sessions in that batch
+
+
+@dataclass(frozen=True)
+class EndOut:
+    frames: int
+    samples: int
+
+
+@dataclass(frozen=True)
+class FailOut:
+    code: str
+    reason: str
+
+
+Output = AudioOut | EndOut | FailOut
+
+
+@dataclass
+class Session:
+    id: str
+    config: SessionConfig
+    deliver: Callable[[Output], None]
+    decoder: FrameDecoder
+    resampler: FrameResampler
+    stream: Stream
+    out: ExactResampler
+    pending: deque[tuple[FrameMessage, float]] = field(default_factory=deque)
+    ending: bool = False
+    closed: bool = False
+    last_pts: float | None = None
+    interval_s: float | None = None  # between the last two frames
+    samples_out: int = 0
+
+    @property
+    def t0(self) -> float:
+        return self.resampler.t0 or 0.0
+
+
+class PreviewWorker:
+    def __init__(
+        self,
+        tier: TierConfig,
+        backend: Backend,
+        *,
+        max_sessions: int,
+        queue_frames: int,
+        batch_window_s: float,
+    ) -> None:
+        self.tier = tier
+        self.runner = StreamRunner(tier, backend)
+        self.max_sessions, self.queue_frames = max_sessions, queue_frames
+        self.batch_window_s = batch_window_s
+        self._sessions: dict[str, Session] = {}
+        self._wake = threading.Condition()
+        self._running = True
+        self._thread = threading.Thread(target=self._loop, name="preview-worker", daemon=True)
+        self._thread.start()
+
+    # --- called from the event loop ----------------------------------------------------------
+
+    def open(self, config: SessionConfig, deliver: Callable[[Output], None]) -> Session:
+        with self._wake:
+            if len(self._sessions) >= self.max_sessions:
+                raise Full(f"all {self.max_sessions} preview sessions are in use")
+            session = Session(
+                id=secrets.token_urlsafe(12),
+                config=config,
+                deliver=deliver,
+                decoder=FrameDecoder(config, self.tier.width, self.tier.height),
+                resampler=FrameResampler(self.tier.fps),
+                stream=self.runner.open(),
+                out=ExactResampler(self.tier.sample_rate, config.sample_rate, "flt"),
+            )
+            self._sessions[session.id] = session
+        return session
+
+    def submit(self, session: Session, frame: FrameMessage, received_at: float) -> None:
+        with self._wake:
+            if session.ending or session.closed:
+                raise ValueError("the session has ended")
+            if len(session.pending) >= self.queue_frames:
+                raise Full(f"{self.queue_frames} frames are already waiting for this session")
+            session.pending.append((frame, received_at))
+            self._wake.notify()
+
+    def end(self, session: Session) -> None:
+        """No more frames: flush the session's audio, then deliver `EndOut`."""
+        with self._wake:
+            session.ending = True
+            self._wake.notify()
+
+    def close(self, session: Session) -> None:
+        """Forget the session (its socket is gone); nothing more is delivered."""
+        with self._wake:
+            session.closed = True
+            self._sessions.pop(session.id, None)
+
+    def stop(self) -> None:
+        with self._wake:
+            self._running = False
+            self._wake.notify()
+        self._thread.join(timeout=5)
+
+    @property
+    def sessions(self) -> int:
+        return len(self._sessions)
+
+    # --- the worker thread -------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        while True:
+            with self._wake:
+                while self._running and not self._has_work():
+                    self._wake.wait()
+                if not self._running:
+                    return
+            # Let other sessions' frames of the same instant join this batch.
+            if self.batch_window_s > 0:
+                time.sleep(self.batch_window_s)
+            with self._wake:
+                batch = [
+                    (s, list(s.pending), s.ending)
+                    for s in self._sessions.values()
+                    if s.pending or s.ending
+                ]
+                for s, _, _ in batch:
+                    s.pending.clear()
+            try:
+                self._run(batch)
+            except Exception:
+                log.exception("preview batch failed")
+                for s, _, _ in batch:
+                    self._fail(s, "internal", "inference failed")
+
+    def _has_work(self) -> bool:
+        return any(s.pending or s.ending for s in self._sessions.values())
+
+    def _run(self, batch: list[tuple[Session, list[tuple[FrameMessage, float]], bool]]) -> None:
+        started = time.perf_counter()
+        todo: list[tuple[Session, ModelFrames, float]] = []
+        for session, frames, _ in batch:
+            model = self._model_frames(session, frames)
+            if model is not None and frames:
+                todo.append((session, model, frames[-1][1]))
+        chunks = self.runner.push([s.stream for s, _, _ in todo], [m for _, m, _ in todo])
+        outputs: list[tuple[Session, Chunk, float, int]] = [
+            (s, c, received, len(todo)) for (s, _, received), c in zip(todo, chunks, strict=True)
+        ]
+        enders = [s for s, _, ending in batch if ending and not s.closed]
+        for session in enders:
+            rest = self._finish_frames(session)
+            if rest is not None:
+                (chunk,) = self.runner.push([session.stream], [rest])
+                outputs.append((session, chunk, time.perf_counter(), 0))
+        finals = self.runner.finish([s.stream for s in enders]) if enders else []
+        compute_s = time.perf_counter() - started
+        # batch 0: audio flushed at the end, not made for a frame (left out of the statistics).
+        for session, chunk, received, size in outputs:
+            self._deliver_audio(session, chunk, received, compute_s, size)
+        for session, chunk in zip(enders, finals, strict=True):
+            self._deliver_audio(session, chunk, time.perf_counter(), compute_s, 0)
+            tail = session.out.flush()
+            if len(tail):
+                session.deliver(
+                    AudioOut(session.samples_out, tail, [], time.perf_counter(), compute_s, 0)
+                )
+                session.samples_out += len(tail)
+            session.deliver(EndOut(session.stream.frames, session.samples_out))
+            self.close(session)
+
+    def _model_frames(
+        self, session: Session, frames: list[tuple[FrameMessage, float]]
+    ) -> ModelFrames | None:
+        good_pts: list[float] = []
+        good_rgb: list[np.ndarray] = []
+        for frame, _ in frames:
+            if session.last_pts is not None and frame.pts_s <= session.last_pts:
+                self._fail(
+                    session, "bad_timestamp", f"frame {frame.index}: timestamps must increase"
+                )
+                return None
+            try:
+                rgb = session.decoder(frame.payload)
+            except ValueError as exc:
+                self._fail(session, "bad_frame", f"frame {frame.index}: {exc}")
+                return None
+            if session.last_pts is not None:
+                session.interval_s = frame.pts_s - session.last_pts
+            session.last_pts = frame.pts_s
+            good_pts.append(frame.pts_s)
+            good_rgb.append(rgb)
+        if not good_rgb:
+            return None
+        return session.resampler.push(np.asarray(good_pts), np.stack(good_rgb))
+
+    def _finish_frames(self, session: Session) -> ModelFrames | None:
+        """At the end of a stream: the model frames up to the last frame's end (its timestamp
+        plus the stream's frame interval)."""
+        if session.last_pts is None:
+            return None
+        interval = session.interval_s or (1.0 / session.config.fps if session.config.fps else 0)
+        duration = session.last_pts - session.t0 + max(interval, 1.0 / self.tier.fps)
+        return session.resampler.finish(self.tier.num_frames(duration))
+
+    def _deliver_audio(
+        self, session: Session, chunk: Chunk, received: float, compute_s: float, batch: int
+    ) -> None:
+        if session.closed or not len(chunk.audio):
+            return
+        samples = np.concatenate([np.zeros(0, np.float32), *session.out.push(chunk.audio)])
+        rate = session.config.sample_rate / self.tier.sample_rate
+        onsets = [round(e * self.tier.hop * rate) for e in chunk.events.tolist()]
+        session.deliver(AudioOut(session.samples_out, samples, onsets, received, compute_s, batch))
+        session.samples_out += len(samples)
+
+    def _fail(self, session: Session, code: str, reason: str) -> None:
+        if not session.closed:
+            session.deliver(FailOut(code, reason))
+            self.close(session)

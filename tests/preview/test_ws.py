@@ -1,0 +1,265 @@
+"""The live preview WebSocket: what a client sees, good input and bad."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from starlette.websockets import WebSocketDisconnect
+
+from engines.eval.sync import read_audio
+from service.api import create_app
+from service.config import Settings
+from service.media.decode import DecodeLimits, open_video
+from service.pipeline.types import RenderOptions
+from service.preview import protocol as p
+from tests.api.conftest import wait_ready
+
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
+
+
+def _client(real_engine, **settings) -> TestClient:
+    app = create_app(Settings(**settings), engine_loader=lambda _: real_engine)
+    return TestClient(app, raise_server_exceptions=False)
+
+
+@pytest.fixture
+def client(real_engine) -> Iterator[TestClient]:
+    with _client(real_engine) as c:
+        wait_ready(c, timeout=60)
+        yield c
+
+
+def _frames(path: Path, size: int = 96) -> list[tuple[float, np.ndarray]]:
+    """The clip decoded at the model's size, as the offline path decodes it."""
+    with open_video(
+        path, width=size, height=size, limits=DecodeLimits.from_settings(Settings())
+    ) as s:
+        return [
+            (float(t), rgb) for batch in s for t, rgb in zip(batch.pts_s, batch.rgb, strict=True)
+        ]
+
+
+def _config(**kw) -> str:
+    return json.dumps({"type": "config", "width": 96, "height": 96} | kw)
+
+
+def _error(ws) -> dict:
+    message = json.loads(ws.receive_text())
+    assert message["type"] == "error", message
+    return message
+
+
+def _close_code(ws) -> int:
+    with pytest.raises(WebSocketDisconnect) as closed:
+        ws.receive_text()
+    return closed.value.code
+
+
+class Received:
+    """Everything a session sent, in order."""
+
+    def __init__(self) -> None:
+        self.audio: list[p.AudioMessage] = []
+        self.events: list[dict] = []
+
+    def take(self, ws) -> dict | p.AudioMessage:
+        message = ws.receive()
+        if message.get("bytes") is not None:
+            self.audio.append(p.parse_audio(message["bytes"]))
+            return self.audio[-1]
+        assert message.get("text") is not None, f"closed early: {message}"
+        self.events.append(json.loads(message["text"]))
+        assert self.events[-1]["type"] != "error", self.events[-1]
+        return self.events[-1]
+
+    def of(self, kind: str) -> list[dict]:
+        return [e for e in self.events if e["type"] == kind]
+
+    @property
+    def samples(self) -> np.ndarray:
+        return np.concatenate([a.samples for a in self.audio])
+
+
+def _stream(ws, payloads: list[tuple[float, bytes]]) -> Received:
+    """Send frames as a live client does (each once the audio it completes is back, never more
+    than a frame ahead), then end and read until the server's end."""
+    got = Received()
+    for i, (t, payload) in enumerate(payloads):
+        ws.send_bytes(p.pack_frame(i, t, payload))
+        if i >= 1:  # frame i completes the audio of frame i - 1
+            while not isinstance(got.take(ws), p.AudioMessage):
+                pass
+    ws.send_text(json.dumps({"type": "end"}))
+    while not (isinstance(e := got.take(ws), dict) and e["type"] == "end"):
+        pass
+    assert _close_code(ws) == p.CLOSE_NORMAL
+    return got
+
+
+def test_streamed_track_equals_the_offline_render(client, real_engine, tmp_path: Path) -> None:
+    frames = _frames(SAMPLE)
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30))
+        ready = json.loads(ws.receive_text())
+        assert ready["type"] == "ready" and ready["lookahead_frames"] == 1
+        assert ready["sample_rate"] == 48000 and ready["samples_per_frame"] == 1600
+        got = _stream(ws, [(t, rgb.tobytes()) for t, rgb in frames])
+    streamed = got.samples
+    starts = [a.start for a in got.audio]
+    assert starts == list(np.cumsum([0] + [len(a.samples) for a in got.audio[:-1]]))
+    assert got.of("end")[0]["samples"] == len(streamed)
+    stats = got.of("stats")
+    assert stats and stats[-1]["chunks"] == len(frames) - 1  # one per frame after the first
+    assert got.events.index(stats[-1]) == len(got.events) - 2  # just before "end"
+    real_engine.render(SAMPLE, tmp_path / "offline.wav", RenderOptions(format="wav"))
+    offline, rate = read_audio(tmp_path / "offline.wav")
+    assert rate == 48000 and abs(len(streamed) - len(offline)) < 1600
+    n = min(len(streamed), len(offline))
+    np.testing.assert_allclose(streamed[:n], offline[:n], atol=2 / 32768)
+    onsets = [e["sample"] for e in got.of("onset")]
+    assert onsets, "the sample clip has contacts"
+    assert all(s % 400 == 0 for s in onsets)  # on acoustic frames (hop 400 at 48 kHz)
+
+    def rms(a: np.ndarray) -> float:
+        return float(np.sqrt(np.mean(a**2) + 1e-12))
+
+    rise = [rms(streamed[s : s + 2400]) / rms(streamed[s - 2400 : s]) for s in onsets if s >= 2400]
+    assert max(rise) > 3, "an onset event marks where a contact sound starts"
+
+
+def test_jpeg_frames_and_another_rate(client) -> None:
+    frames = _frames(SAMPLE, size=128)[:20]
+    codec = av.CodecContext.create("mjpeg", "w")
+    codec.width = codec.height = 128
+    codec.pix_fmt = "yuvj420p"
+    codec.time_base = Fraction(1, 30)
+    payloads = []
+    for _, rgb in frames:
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
+        payloads.append(b"".join(bytes(pkt) for pkt in codec.encode(frame)))
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(width=128, height=128, pixel_format="jpeg", sample_rate=16000))
+        assert json.loads(ws.receive_text())["samples_per_frame"] == 16000 // 30
+        got = _stream(ws, [(t, payload) for (t, _), payload in zip(frames, payloads, strict=True)])
+    assert {a.sample_rate for a in got.audio} == {16000}
+    assert abs(len(got.samples) - 20 * 16000 / 30) <= 1
+
+
+@pytest.mark.parametrize(
+    ("first", "code"),
+    [
+        (b"\x01binary first", "bad_message"),
+        ('{"type": "config", "width": 96, "height": 96, "sample_rate": 8000}', "invalid_config"),
+        ('{"type": "config", "width": 10000, "height": 10000}', "frame_too_large"),
+        ('{"type": "config", "width": 96, "height": 96, "tier": "export-xl"}', "unknown_tier"),
+        ('{"type": "end"}', "bad_message"),
+        ("not json", "invalid_config"),
+    ],
+)
+def test_a_bad_config_gets_a_reason_and_a_close_code(client, first, code) -> None:
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_bytes(first) if isinstance(first, bytes) else ws.send_text(first)
+        assert _error(ws)["code"] == code
+        assert _close_code(ws) in (p.CLOSE_POLICY, p.CLOSE_BAD_INPUT)
+
+
+@pytest.mark.parametrize(
+    ("message", "code", "close"),
+    [
+        (p.pack_frame(0, 0.0, b"\x00" * 100), "bad_frame", p.CLOSE_BAD_INPUT),
+        (b"\x07" + b"\x00" * 40, "bad_message", p.CLOSE_BAD_INPUT),
+        (p.pack_frame(0, float("nan"), b"\x00" * 96 * 96 * 3), "bad_timestamp", p.CLOSE_BAD_INPUT),
+    ],
+)
+def test_a_bad_frame_gets_a_reason_and_a_close_code(client, message, code, close) -> None:
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config())
+        ws.receive_text()
+        ws.send_bytes(message)
+        assert _error(ws)["code"] == code
+        assert _close_code(ws) == close
+
+
+def test_timestamps_must_increase(client) -> None:
+    frame = b"\x00" * 96 * 96 * 3
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config())
+        ws.receive_text()
+        ws.send_bytes(p.pack_frame(0, 1.0, frame))
+        ws.send_bytes(p.pack_frame(1, 1.0, frame))
+        while (message := ws.receive()).get("text") is None or "error" not in message["text"]:
+            pass
+        assert json.loads(message["text"])["code"] == "bad_timestamp"
+        assert _close_code(ws) == p.CLOSE_BAD_INPUT
+
+
+def test_a_full_service_refuses_a_new_session(real_engine) -> None:
+    with _client(real_engine, preview_max_sessions=1) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as first:
+            first.send_text(_config())
+            assert json.loads(first.receive_text())["type"] == "ready"
+            with c.websocket_connect("/v1/preview") as second:
+                second.send_text(_config())
+                assert _error(second)["code"] == "busy"
+                assert _close_code(second) == p.CLOSE_BUSY
+        # The first session's end frees the slot.
+        with c.websocket_connect("/v1/preview") as third:
+            third.send_text(_config())
+            assert json.loads(third.receive_text())["type"] == "ready"
+        assert c.get("/healthz").status_code == 200
+
+
+def test_an_idle_session_is_closed(real_engine) -> None:
+    with _client(real_engine, preview_idle_timeout_s=0.3) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as ws:
+            ws.send_text(_config())
+            ws.receive_text()
+            assert _error(ws)["code"] == "idle"
+            assert _close_code(ws) == p.CLOSE_IDLE
+
+
+def test_a_client_that_sends_faster_than_the_worker_is_told(real_engine) -> None:
+    with _client(real_engine, preview_queue_frames=2, preview_batch_window_ms=500) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as ws:
+            ws.send_text(_config())
+            ws.receive_text()
+            for i in range(10):
+                ws.send_bytes(p.pack_frame(i, i / 30, b"\x00" * 96 * 96 * 3))
+            while (message := ws.receive()).get("bytes") is not None:
+                pass
+            assert json.loads(message["text"])["code"] == "overloaded"
+            assert _close_code(ws) == p.CLOSE_BUSY
+
+
+def test_origin_and_api_key_are_checked(real_engine) -> None:
+    with _client(real_engine, api_keys=["s3cret"], allowed_origins=["https://editor.example"]) as c:
+        wait_ready(c, timeout=60)
+        for headers, url in [
+            ({}, "/v1/preview"),
+            ({"x-api-key": "wrong"}, "/v1/preview"),
+            ({"x-api-key": "s3cret", "origin": "https://evil.example"}, "/v1/preview"),
+        ]:
+            with (
+                pytest.raises(WebSocketDisconnect) as refused,
+                c.websocket_connect(url, headers=headers),
+            ):
+                pass
+            assert refused.value.code == p.CLOSE_POLICY
+        for headers, url in [
+            ({"x-api-key": "s3cret"}, "/v1/preview"),
+            ({"origin": "https://editor.example"}, "/v1/preview?api_key=s3cret"),
+            ({"origin": "http://testserver"}, "/v1/preview?api_key=s3cret"),
+        ]:
+            with c.websocket_connect(url, headers=headers) as ws:
+                ws.send_text(_config())
+                assert json.loads(ws.receive_text())["type"] == "ready"
