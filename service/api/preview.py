@@ -57,7 +57,7 @@ async def preview(ws: WebSocket) -> None:
         try:
             worker = state.preview_worker()
         except FoleyError as exc:
-            raise _Close(exc.code, str(exc), p.CLOSE_BUSY) from None
+            raise _Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
         outbox: asyncio.Queue[Output] = asyncio.Queue(maxsize=state.settings.preview_send_queue)
         overflow = asyncio.Event()
         try:

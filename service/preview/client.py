@@ -54,6 +54,7 @@ class Report:
     server_stats: list[dict] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
+    sends: list[float] = field(default_factory=list)
     first_audio_ms: float | None = None
     underruns: int = 0
     error: dict | None = None
@@ -75,7 +76,8 @@ class Report:
 
     def summary(self) -> dict[str, float | int | None]:
         lat = np.asarray(self.latency_ms) if self.latency_ms else np.zeros(1)
-        gaps = np.diff(self.arrivals) * 1000 if len(self.arrivals) > 2 else np.zeros(1)
+        gaps = np.diff(self.arrivals[:-1]) * 1000 if len(self.arrivals) > 3 else np.zeros(1)
+        sent = np.diff(self.sends) * 1000 if len(self.sends) > 2 else np.zeros(1)
         server = self.server_stats[-1] if self.server_stats else {}
         return {
             "frames": self.frames_sent,
@@ -83,7 +85,8 @@ class Report:
             "onsets": len(self.onsets),
             "latency_ms_p50": round(float(np.percentile(lat, 50)), 2),
             "latency_ms_p99": round(float(np.percentile(lat, 99)), 2),
-            "jitter_ms": round(float(np.std(gaps)), 2),
+            "jitter_ms": round(float(np.std(gaps)), 2),  # audio arrivals (the end's flush left out)
+            "send_jitter_ms": round(float(np.std(sent)), 2),  # this client's own frame pacing
             "first_audio_ms": None
             if self.first_audio_ms is None
             else round(self.first_audio_ms, 1),
@@ -154,6 +157,7 @@ async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: li
                         await report.progress.wait()
                 payload = rgb.tobytes() if jpeg is None else _jpeg_bytes(jpeg, rgb)
                 sent.append((pts, time.perf_counter()))
+                report.sends.append(sent[-1][1])
                 try:
                     await ws.send(p.pack_frame(report.frames_sent, pts, payload))
                 except ConnectionClosed:

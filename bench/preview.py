@@ -1,0 +1,134 @@
+"""Live preview benchmark: N concurrent real-time sessions against `foley serve` over loopback.
+
+    python -m bench.preview [--sessions 1 4 8 12 16] [--seconds 10]
+
+Starts the service in its own process (as deployed; the clients' own work must not share its
+interpreter), waits until it is ready, then for each session count streams the same 30 fps
+simulator clip from that many clients at once, each at real-time pace, and prints per count:
+server compute per batch (p50/p99), client-side latency from a frame's send to the arrival of
+the audio it completed (p50/p99, worst session), jitter (standard deviation of the intervals
+between audio chunks arriving, worst session), first audio after the first frame, and underruns
+(chunks arriving after a player with a 100 ms buffer would have played them). The jitter of the
+clients' own frame sending is printed beside the audio's: the server answers each frame, so the
+audio cannot arrive more evenly than the frames were sent. Sessions start
+staggered over one frame interval, as independent clients would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+from bench.machine import describe
+from service.preview.client import ClientOptions, Report, stream_file
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+
+
+def bench_clip(seconds: float) -> Path:
+    path = CACHE / f"sim_320x180_30fps_{seconds:g}s.mp4"
+    if not path.exists():
+        from engines.data.clips import write_video_clip
+
+        CACHE.mkdir(exist_ok=True)
+        write_video_clip(
+            path, seed=20_001, duration_s=seconds, fps=30, width=320, height=180, kind="multi"
+        )
+    return path
+
+
+def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = os.environ | {
+        "FOLEY_PORT": str(port),
+        "FOLEY_PREVIEW_MAX_SESSIONS": str(max_sessions),
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            raise RuntimeError("the service did not become ready")
+        time.sleep(0.2)
+    return server, f"ws://127.0.0.1:{port}/v1/preview"
+
+
+async def run_sessions(clip: Path, url: str, n: int) -> list[Report]:
+    async def one(i: int) -> Report:
+        await asyncio.sleep(i / 30 / n)
+        return await stream_file(clip, url, ClientOptions())
+
+    return await asyncio.gather(*(one(i) for i in range(n)))
+
+
+def row(n: int, reports: list[Report], wall_s: float) -> str:
+    errors = [r.error["code"] for r in reports if r.error]
+    summaries = [r.summary() for r in reports]
+    windows = [m for r in reports for m in r.server_stats]  # each about a second of one session
+    compute = [m["compute_ms_p50"] for m in windows] or [float("nan")]
+    compute99 = [m["compute_ms_p99"] for m in windows] or [float("nan")]
+    lat50 = np.median([s["latency_ms_p50"] for s in summaries])
+    lat99 = max(s["latency_ms_p99"] for s in summaries)
+    jitter = max(s["jitter_ms"] for s in summaries)
+    send_jitter = max(s["send_jitter_ms"] for s in summaries)
+    first = max(s["first_audio_ms"] or float("nan") for s in summaries)
+    underruns = sum(s["underruns"] for s in summaries)
+    batch = np.mean([r.server_stats[-1]["batch_mean"] for r in reports if r.server_stats] or [0])
+    return (
+        f"| {n} | {np.median(compute):.1f} / {max(compute99):.1f} | {lat50:.1f} / {lat99:.1f} "
+        f"| {jitter:.1f} ({send_jitter:.1f}) | {first:.0f} | {underruns} | {batch:.2f} "
+        f"| {wall_s:.1f} | {', '.join(errors) or '-'} |"
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8, 12, 16])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    args = parser.parse_args(argv)
+    clip = bench_clip(args.seconds)
+    server, url = start_server(max(args.sessions))
+    try:
+        print(describe())
+        print(f"clip: {clip.name}, sent as 96x96 rgb24 at real-time pace; server: foley serve\n")
+        print(
+            "| sessions | server compute ms p50 / p99 | latency ms p50 / p99 (worst) "
+            "| jitter ms, audio (frames sent) (worst) | first audio ms (worst) | underruns "
+            "| sessions per batch | wall s | errors |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        asyncio.run(run_sessions(clip, url, 1))  # warm the service's first-run paths
+        for n in args.sessions:
+            started = time.perf_counter()
+            reports = asyncio.run(run_sessions(clip, url, n))
+            print(row(n, reports, time.perf_counter() - started), flush=True)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
