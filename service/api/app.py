@@ -8,8 +8,10 @@ from contextlib import asynccontextmanager
 
 import anyio
 from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
 
 from service.api.errors import install_error_handlers
+from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
 from service.api.state import Engine, EngineLoader, ServiceState
@@ -38,6 +40,7 @@ def create_app(
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(preview_router)
+    app.mount("/static/preview", StaticFiles(directory=STATIC), name="preview-static")
     return app
 
 

@@ -15,11 +15,13 @@ import logging
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import anyio
 import numpy as np
 from fastapi import APIRouter, WebSocket
+from fastapi.responses import FileResponse
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
@@ -32,6 +34,7 @@ from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, Prev
 logger = logging.getLogger(__name__)
 router = APIRouter()
 STATS_EVERY_S = 1.0
+STATIC = Path(__file__).resolve().parent / "static" / "preview"
 
 
 class _Close(Exception):
@@ -40,6 +43,13 @@ class _Close(Exception):
     def __init__(self, code: str, reason: str, close: int) -> None:
         super().__init__(reason)
         self.code, self.reason, self.close = code, reason, close
+
+
+@router.get("/preview", include_in_schema=False)
+async def preview_page() -> FileResponse:
+    """The browser client: plays a local video with its live Foley (static files in
+    service/api/static/preview)."""
+    return FileResponse(STATIC / "index.html", media_type="text/html")
 
 
 @router.websocket("/v1/preview")
