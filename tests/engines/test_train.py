@@ -30,6 +30,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         generator_batch=2,
         crop_frames=16,
         vocoder_crop_frames=8,
+        motion_weight=1.0,  # the optional dense motion targets run too
     )
     checkpoint = train(data, tmp_path / "run", cfg, opts)
     export_tier(checkpoint, tmp_path / "models" / "smoke")
