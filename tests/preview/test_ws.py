@@ -263,3 +263,14 @@ def test_origin_and_api_key_are_checked(real_engine) -> None:
             with c.websocket_connect(url, headers=headers) as ws:
                 ws.send_text(_config())
                 assert json.loads(ws.receive_text())["type"] == "ready"
+
+
+def test_a_frame_over_the_size_limit_is_refused(real_engine) -> None:
+    with _client(real_engine, preview_max_frame_pixels=96 * 96) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as ws:
+            ws.send_text(_config())
+            assert json.loads(ws.receive_text())["max_frame_bytes"] == 96 * 96 * 3
+            ws.send_bytes(p.pack_frame(0, 0.0, b"\x00" * (96 * 96 * 3 + 1)))
+            assert _error(ws)["code"] == "frame_too_large"
+            assert _close_code(ws) == p.CLOSE_TOO_BIG
