@@ -1,6 +1,12 @@
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
+import uvicorn
 
 from engines.models.config import ModelConfig
 from service.config import Settings
@@ -24,3 +30,20 @@ def real_engine():
     engine = FoleyEngine.load(Settings())
     engine.warmup()
     return engine
+
+
+@contextmanager
+def uvicorn_server(app, *, timeout_s: float = 10.0) -> Iterator[int]:
+    """`app` under a real uvicorn on an ephemeral port, in a thread; yields the port."""
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)

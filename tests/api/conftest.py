@@ -12,13 +12,13 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import uvicorn
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
+from tests.conftest import uvicorn_server
 
 UPLOAD_LIMIT = 256 * 1024
 RENDERED = b"rendered by RecordingEngine"
@@ -160,19 +160,8 @@ def client(app: FastAPI) -> Iterator[TestClient]:
 @pytest.fixture
 def live_server(app: FastAPI) -> Iterator[Callable[[], socket.socket]]:
     """The app under a real uvicorn on an ephemeral port; yields a socket connector."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
+    with uvicorn_server(app) as port:
         yield lambda: socket.create_connection(("127.0.0.1", port), timeout=5)
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="module")
