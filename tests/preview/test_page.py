@@ -41,7 +41,9 @@ def test_the_page_plays_a_clip_with_live_foley(live_service: str, tmp_path: Path
     problems: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
-            executable_path=CHROMIUM, args=["--autoplay-policy=no-user-gesture-required"]
+            executable_path=CHROMIUM,
+            # CI containers often have a small /dev/shm, which crashes Chromium's renderer.
+            args=["--autoplay-policy=no-user-gesture-required", "--disable-dev-shm-usage"],
         )
         page = browser.new_page()
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
