@@ -113,7 +113,17 @@ def match_onsets(
     predicted: np.ndarray, reference: np.ndarray, tolerance_s: float = 0.05
 ) -> OnsetScore:
     """One-to-one matching, closest pairs first, pairs further apart than tolerance never match."""
-    pairs = sorted(
+    pairs = matched_pairs(predicted, reference, tolerance_s)
+    errors = [predicted[i] - reference[j] for i, j in pairs]
+    tp = len(errors)
+    return OnsetScore(tp, len(predicted) - tp, len(reference) - tp, np.asarray(errors, float))
+
+
+def matched_pairs(
+    predicted: np.ndarray, reference: np.ndarray, tolerance_s: float = 0.05
+) -> list[tuple[int, int]]:
+    """The (predicted, reference) index pairs of `match_onsets`."""
+    candidates = sorted(
         (abs(p - r), i, j)
         for i, p in enumerate(predicted)
         for j, r in enumerate(reference)
@@ -121,12 +131,11 @@ def match_onsets(
     )
     used_p: set[int] = set()
     used_r: set[int] = set()
-    errors = []
-    for _, i, j in pairs:
+    pairs = []
+    for _, i, j in candidates:
         if i in used_p or j in used_r:
             continue
         used_p.add(i)
         used_r.add(j)
-        errors.append(predicted[i] - reference[j])
-    tp = len(errors)
-    return OnsetScore(tp, len(predicted) - tp, len(reference) - tp, np.asarray(errors, float))
+        pairs.append((i, j))
+    return pairs

@@ -22,6 +22,7 @@ from engines.audio.render import synthesize
 from engines.data.clips import write_video_clip
 from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets
 from engines.eval.reference import reference_onsets
+from engines.sim.types import SimClip
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
@@ -55,6 +56,44 @@ class ClipResult:
     score: OnsetScore
 
 
+@dataclass(frozen=True)
+class RenderedClip:
+    clip: SimClip  # the ground truth (frames included)
+    truth: np.ndarray  # the ground-truth track, 48 kHz
+    generated: np.ndarray  # what the service made of the encoded video
+    sample_rate: int
+
+
+def render_clip(
+    engine: FoleyEngine,
+    seed: int,
+    fps: int,
+    workdir: Path,
+    *,
+    duration_s: float = 5.0,
+    size: tuple[int, int] = (320, 180),
+    holdout: bool = True,
+    kind: str | None = None,
+) -> RenderedClip:
+    """Simulate the scene of `seed`, encode it as H.264 and render it as `foley generate` does."""
+    video = workdir / f"clip_{seed}.mp4"
+    clip = write_video_clip(
+        video,
+        seed=seed,
+        duration_s=duration_s,
+        fps=fps,
+        width=size[0],
+        height=size[1],
+        holdout=holdout,
+        kind=kind,
+    )
+    truth = synthesize(clip, seed=seed)
+    out = workdir / f"clip_{seed}.wav"
+    engine.render(video, out, RenderOptions(format="wav"))
+    generated, rate = read_audio(out)
+    return RenderedClip(clip, truth, generated, rate)
+
+
 def evaluate_clip(
     engine: FoleyEngine,
     seed: int,
@@ -65,22 +104,10 @@ def evaluate_clip(
     size: tuple[int, int] = (320, 180),
     holdout: bool = True,
 ) -> ClipResult:
-    video = workdir / f"clip_{seed}.mp4"
-    clip = write_video_clip(
-        video,
-        seed=seed,
-        duration_s=duration_s,
-        fps=fps,
-        width=size[0],
-        height=size[1],
-        holdout=holdout,
-    )
-    truth = synthesize(clip, seed=seed)
-    out = workdir / f"clip_{seed}.wav"
-    engine.render(video, out, RenderOptions(format="wav"))
-    generated, rate = read_audio(out)
-    score = match_onsets(detect_onsets(generated, rate), reference_onsets(clip, truth, 48000))
-    return ClipResult(seed, fps, clip.spec.kind, score)
+    r = render_clip(engine, seed, fps, workdir, duration_s=duration_s, size=size, holdout=holdout)
+    reference = reference_onsets(r.clip, r.truth, 48000)
+    score = match_onsets(detect_onsets(r.generated, r.sample_rate), reference)
+    return ClipResult(seed, fps, r.clip.spec.kind, score)
 
 
 def evaluate(
