@@ -15,7 +15,11 @@ Prints every quality target of the reference model with what was measured:
   the generated level over those spans;
 - log-mel and multi-resolution STFT distance to the ground-truth track, against silence and
   against a fixed click at each onset detected in the generated track.
-Not measured here yet: the material classifier and real camera footage.
+- the material: a small classifier (engines.eval.material) learns the object material from the
+  ground-truth sound of isolated impacts in --material-clips training-distribution drop scenes,
+  then names the material of the generated sound at the held-out set's isolated impacts; its
+  accuracy on the same impacts' ground-truth sound is printed beside (the classifier's ceiling).
+Not measured here: real camera footage.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ from pathlib import Path
 import numpy as np
 
 from bench.machine import describe
-from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets
+from engines.eval.material import (
+    MaterialClassifier,
+    event_features,
+    isolated_impacts,
+    training_set,
+)
+from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets, matched_pairs
 from engines.eval.quality import (
     LevelPairs,
     SpectralDistance,
@@ -48,12 +58,18 @@ from service.pipeline.engine import FoleyEngine
 
 log = logging.getLogger(__name__)
 SEED = 3_000_000  # the held-out set: fixed, far from training and from engines.eval.sync's seeds
+MATERIAL_SEED = 4_000_000  # the material classifier's ground-truth training scenes
 SILENT_KINDS = ("static", "freefall")
 CLEARLY = 0.9  # "beats a baseline clearly": at least 10 % closer to the truth
 
 
 class Tally:
-    def __init__(self) -> None:
+    def __init__(self, classifier: MaterialClassifier) -> None:
+        self.classifier, self.mel = classifier, log_mel(ModelConfig())
+        self.material_truth: list[np.ndarray] = []  # per clip: labels of isolated impacts
+        self.material_on_truth: list[np.ndarray] = []  # predicted from the ground-truth sound
+        self.material_on_model: list[np.ndarray] = []  # predicted from the generated sound
+        self.material_missed = 0  # isolated impacts the generated track has no onset for
         self.scores: list[OnsetScore] = []
         self.impulse = LevelPairs(np.zeros(0), np.zeros(0))
         self.speed = LevelPairs(np.zeros(0), np.zeros(0))
@@ -80,12 +96,43 @@ class Tally:
         count, quiet = spurious_onsets(detected, contacts, intervals, clip.duration_s)
         self.spurious += count
         self.quiet_s += quiet
+        self._materials(r, detected)
         n = len(r.truth)
         generated = np.zeros(n, np.float32)
         generated[: min(n, len(r.generated))] = r.generated[:n]
         self.tracks["truth"].append(r.truth)
         self.tracks["model"].append(generated)
         self.tracks["click"].append(click_track(detected, n, rate))
+
+    def _materials(self, r: RenderedClip, detected: np.ndarray) -> None:
+        events = isolated_impacts(r.clip)
+        if not events:
+            return
+        times = np.asarray([t for t, _ in events])
+        labels = np.asarray([m for _, m in events])
+        pairs = matched_pairs(detected, times)
+        rate = r.sample_rate
+        self.material_missed += len(events) - len(pairs)
+        if not pairs:
+            return
+        found = np.asarray([detected[i] for i, _ in pairs])
+        which = np.asarray([j for _, j in pairs])
+        self.material_truth.append(labels[which])
+        self.material_on_truth.append(
+            self.classifier.predict(event_features(r.truth, times[which], self.mel, rate))
+        )
+        self.material_on_model.append(
+            self.classifier.predict(event_features(r.generated, found, self.mel, rate))
+        )
+
+    def material_accuracy(self) -> tuple[float, float, int]:
+        """(accuracy on the generated sound, on the ground truth's, events judged)."""
+        if not self.material_truth:
+            return float("nan"), float("nan"), 0
+        truth = np.concatenate(self.material_truth)
+        model = np.concatenate(self.material_on_model)
+        reference = np.concatenate(self.material_on_truth)
+        return float(np.mean(model == truth)), float(np.mean(reference == truth)), len(truth)
 
     def distances(self) -> dict[str, SpectralDistance]:
         mel = log_mel(ModelConfig())
@@ -97,8 +144,11 @@ class Tally:
         }
 
 
-def run(engine: FoleyEngine, clips: int, duration_s: float) -> Tally:
-    tally = Tally()
+def run(engine: FoleyEngine, clips: int, duration_s: float, material_clips: int) -> Tally:
+    mel = log_mel(ModelConfig())
+    x, y = training_set(material_clips, MATERIAL_SEED, mel)
+    log.info("material classifier: %d ground-truth impacts from %d clips", len(y), material_clips)
+    tally = Tally(MaterialClassifier.fit(x, y))
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(clips):
             seed, fps = SEED + i, FPS_CHOICES[i % len(FPS_CHOICES)]
@@ -116,6 +166,7 @@ def table(t: Tally) -> str:
     within = float(np.mean(errors_ms <= 10) * 100) if len(errors_ms) else float("nan")
     per_minute = t.spurious / max(t.quiet_s, 1e-9) * 60
     dist = {k: (d.log_mel, d.stft) for k, d in t.distances().items()}
+    material, material_truth, judged = t.material_accuracy()
 
     def row(name: str, target: str, value: str, met: bool | None) -> str:
         verdict = "-" if met is None else ("yes" if met else "no")
@@ -146,6 +197,13 @@ def table(t: Tally) -> str:
             t.impulse.rho >= 0.8,
         ),
         row(
+            "material of generated events, classifier accuracy",
+            ">= 80 %",
+            f"{material:.0%} of {judged} isolated impacts (the same events' true sound: "
+            f"{material_truth:.0%}; {t.material_missed} without an onset)",
+            material >= 0.8,
+        ),
+        row(
             "rolling/sliding speed vs level, Spearman",
             "follows speed",
             f"{t.speed.rho:.3f} ({len(t.speed.truth)} 50 ms bins)",
@@ -172,11 +230,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clips", type=int, default=48)
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--tier", default=None, help="model tier (default: the configured one)")
+    parser.add_argument(
+        "--material-clips",
+        type=int,
+        default=1000,
+        help="drop scenes (sound only) the material classifier learns from",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
     engine = FoleyEngine.load(settings)
-    tally = run(engine, args.clips, args.duration)
+    tally = run(engine, args.clips, args.duration, args.material_clips)
     print(describe())
     print(
         f"tier {engine.tier.name} {engine.tier.version}; {args.clips} held-out clips of "

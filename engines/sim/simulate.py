@@ -102,3 +102,20 @@ def screen_track(
     finally:
         p.disconnect(client)
     return np.stack(rows).astype(np.float32)
+
+
+def simulate_unfilmed(spec: SceneSpec, *, duration_s: float) -> SimClip:
+    """`simulate` without the camera: the contacts and tracks, no frames (for uses that need
+    only the sound, at a fraction of the cost)."""
+    trace = run_physics(spec, duration_s, PHYSICS_HZ)
+    return SimClip(
+        spec=spec,
+        frames=np.zeros((0, 0, 0, 3), np.uint8),
+        times_s=np.zeros(0),
+        fps=Fraction(1),
+        duration_s=float(duration_s),
+        screen_xy=np.zeros((0, len(spec.objects), 2), np.float32),
+        physics_hz=PHYSICS_HZ,
+        impacts=detect_impacts(trace, spec),
+        tracks=contact_tracks(trace, spec),
+    )

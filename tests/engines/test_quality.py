@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
+from engines.eval.material import MaterialClassifier, event_features, isolated_impacts
 from engines.eval.quality import (
     click_track,
     impulse_levels,
@@ -16,6 +19,8 @@ from engines.eval.quality import (
     spurious_onsets,
 )
 from engines.models.config import ModelConfig
+from engines.sim import GROUND, Impact, SimClip
+from engines.sim.materials import OBJECT_MATERIALS
 from engines.train.data import log_mel
 
 SR = 48000
@@ -99,3 +104,46 @@ def test_spectral_distance_is_zero_for_the_truth_and_grows_with_difference() -> 
     near = spectral_distance(truth * 0.9, truth, mel)
     silence = spectral_distance(np.zeros_like(truth), truth, mel)
     assert 0 < near.log_mel < silence.log_mel and 0 < near.stft < silence.stft
+
+
+def test_material_features_ignore_level_and_the_classifier_learns_separable_classes() -> None:
+    mel = log_mel(ModelConfig())
+    t = np.arange(int(0.2 * SR)) / SR
+    tones = {0: (800, 60.0), 1: (3000, 8.0)}  # (Hz, decay per second): a dull and a ringing hit
+    audio = np.zeros(4 * SR, np.float32)
+    times, labels = [], []
+    for k in range(16):
+        label = k % 2
+        hz, decay = tones[label]
+        start = int((0.1 + 0.24 * k) * SR)
+        amplitude = 0.05 + 0.02 * k  # the level varies; the material does not
+        audio[start : start + len(t)] += amplitude * np.sin(2 * np.pi * hz * t) * np.exp(-decay * t)
+        times.append(start / SR)
+        labels.append(label)
+    x = event_features(audio, np.array(times), mel, SR)
+    louder = event_features(audio * 3, np.array(times), mel, SR)
+    bands = mel.bank.shape[0]
+    strong = x[:, :bands] > -6  # above the log floor's reach, the level cancels out
+    np.testing.assert_allclose(x[:, :bands][strong], louder[:, :bands][strong], atol=0.05)
+    np.testing.assert_allclose(x[:, bands:][strong], louder[:, bands:][strong], atol=0.05)
+    y = np.array(labels)
+    classifier = MaterialClassifier.fit(x[:12], y[:12], steps=200)
+    assert (classifier.predict(x[12:]) == y[12:]).all()
+
+
+def test_isolated_impacts_leave_out_masked_and_object_on_object_hits() -> None:
+    def impact(t: float, other: int = GROUND) -> Impact:
+        return Impact(t, 0.1, 1.0, 0, other, "wood", "wood_floor", 0.05, "sphere")
+
+    clip = SimClip(
+        spec=None,  # type: ignore[arg-type]
+        frames=np.zeros((0, 0, 0, 3), np.uint8),
+        times_s=np.zeros(0),
+        fps=Fraction(30),
+        duration_s=3.0,
+        physics_hz=240,
+        impacts=[impact(0.5), impact(1.0), impact(1.05), impact(2.0, other=1)],
+        tracks=[],
+        screen_xy=np.zeros((0, 1, 2), np.float32),
+    )
+    assert isolated_impacts(clip) == [(0.5, OBJECT_MATERIALS.index("wood"))]
