@@ -24,7 +24,8 @@ from engines.sim.simulate import simulate_unfilmed
 
 FEATURE_S = 0.08
 ISOLATION_S = 0.12
-HIDDEN = 64  # no other contact this close before the impact or within FEATURE_S after
+HIDDEN = 64
+SAME_EVENT_S = 0.02  # no other contact this close before the impact or within FEATURE_S after
 
 
 def isolated_impacts(clip: SimClip) -> list[tuple[float, int]]:
@@ -35,7 +36,8 @@ def isolated_impacts(clip: SimClip) -> list[tuple[float, int]]:
         if impact.other_id != GROUND:
             continue  # object on object: two materials at once
         t = impact.time_s
-        others = starts[np.abs(starts - t) > 1e-4]
+        # A slide or roll that starts with the impact is part of it, not another contact.
+        others = starts[(starts < t - 1e-4) | (starts > t + SAME_EVENT_S)]
         if np.any((others > t - ISOLATION_S) & (others < t + FEATURE_S)):
             continue
         out.append((t, OBJECT_MATERIALS.index(impact.material)))
