@@ -6,6 +6,7 @@ For each tier folder: live compute per 30 fps frame (one frame per call, as a pr
 runs it; p50 and p99 over a 10 s clip), the offline real-time factor of bench.offline's 10 s
 720p clip (end to end to WAV, median of 3), and on bench.eval's held-out set: onset F1, median
 timing error and log-mel distance to the ground truth. All tiers run in one process, in turn.
+The quality needs the simulator and torch; they are imported only once the speed is measured.
 """
 
 from __future__ import annotations
@@ -19,11 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.eval import run as evaluate
 from bench.machine import describe
 from bench.offline import CLIP_SECONDS, bench_clip
-from engines.data.dataset import make_clip
-from engines.eval.onsets import combined
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.preprocess import ModelFrames, resample_clip
@@ -32,6 +30,8 @@ from service.pipeline.types import RenderOptions
 
 
 def live_frame_ms(engine: FoleyEngine) -> tuple[float, float]:
+    from engines.data.dataset import make_clip
+
     tier = engine.tier
     record = make_clip(
         20_002, duration_s=10.0, fps=30, model_width=tier.width, model_height=tier.height
@@ -64,6 +64,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--clips", type=int, default=24, help="held-out clips for the quality")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
+    # Here, not at the top: the decoder's children import this program's main module
+    # (multiprocessing's rule), and torch there would add a second to every render timed.
+    from bench.eval import run as evaluate
+    from engines.eval.onsets import combined
+
     rows = []
     for folder in args.tiers:
         settings = Settings(models_dir=folder.parent, default_tier=folder.name)

@@ -13,6 +13,11 @@ killed by a signal is `decoder_crashed`. Typed errors raised in the child (`Medi
 
 Thread-safety: each `open_video` call owns its child and pipe; a `DecodeStream` is used by one
 thread. Starting children from several threads at once is safe.
+
+Cost: multiprocessing makes each child import the calling program's `__main__` module (by name
+under `python -m`), whatever the preload. The service's own programs (`foley`, uvicorn) import
+little at the top; a program that imports torch or the simulator there pays about a second per
+decode (engines.eval.sync does; bench.tiers imports them late so that its timings are clean).
 """
 
 from __future__ import annotations
