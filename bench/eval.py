@@ -16,7 +16,8 @@ Prints every quality target of the reference model with what was measured:
 - log-mel and multi-resolution STFT distance to the ground-truth track, against silence and
   against a fixed click at each onset detected in the generated track.
 - the material: a small classifier (engines.eval.material) learns the object material from the
-  ground-truth sound of isolated impacts in --material-clips training-distribution drop scenes,
+  ground-truth sound of isolated impacts in --material-clips drop scenes of the held-out
+  distribution (other seeds),
   then names the material of the generated sound at the held-out set's isolated impacts; its
   accuracy on the same impacts' ground-truth sound is printed beside (the classifier's ceiling).
 Not measured here: real camera footage.
@@ -147,7 +148,8 @@ class Tally:
 def run(engine: FoleyEngine, clips: int, duration_s: float, material_clips: int) -> Tally:
     classifier = None
     if material_clips:
-        x, y = training_set(material_clips, MATERIAL_SEED, log_mel(ModelConfig()))
+        # The evaluated events' shapes and sizes (a material's modes move with size), other seeds.
+        x, y = training_set(material_clips, MATERIAL_SEED, log_mel(ModelConfig()), holdout=True)
         log.info("material classifier: %d true impacts from %d clips", len(y), material_clips)
         classifier = MaterialClassifier.fit(x, y)
     tally = Tally(classifier)

@@ -101,13 +101,20 @@ class MaterialClassifier:
 
 
 def training_set(
-    n_clips: int, seed: int, mel: LogMel, *, duration_s: float = 4.0, sample_rate: int = 48000
+    n_clips: int,
+    seed: int,
+    mel: LogMel,
+    *,
+    holdout: bool = False,
+    duration_s: float = 4.0,
+    sample_rate: int = 48000,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Features and labels of the isolated impacts in `n_clips` drop scenes of the training
-    distribution (sound only: no camera)."""
+    """Features and labels of the isolated impacts in `n_clips` drop scenes (sound only: no
+    camera), of the held-out distribution's shapes and sizes if `holdout`."""
     xs, ys = [], []
     for i in range(n_clips):
-        clip = simulate_unfilmed(scene_from_seed(seed + i, kind="drop"), duration_s=duration_s)
+        spec = scene_from_seed(seed + i, kind="drop", holdout=holdout)
+        clip = simulate_unfilmed(spec, duration_s=duration_s)
         events = isolated_impacts(clip)
         if not events:
             continue
