@@ -94,17 +94,8 @@ def render_clip(
     return RenderedClip(clip, truth, generated, rate)
 
 
-def evaluate_clip(
-    engine: FoleyEngine,
-    seed: int,
-    fps: int,
-    workdir: Path,
-    *,
-    duration_s: float = 5.0,
-    size: tuple[int, int] = (320, 180),
-    holdout: bool = True,
-) -> ClipResult:
-    r = render_clip(engine, seed, fps, workdir, duration_s=duration_s, size=size, holdout=holdout)
+def score_clip(r: RenderedClip, seed: int, fps: int) -> ClipResult:
+    """The generated track's onsets against the audible contacts of the ground truth."""
     reference = reference_onsets(r.clip, r.truth, 48000)
     score = match_onsets(detect_onsets(r.generated, r.sample_rate), reference)
     return ClipResult(seed, fps, r.clip.spec.kind, score)
@@ -122,9 +113,10 @@ def evaluate(
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(clips):
             fps = FPS_CHOICES[i % len(FPS_CHOICES)]
-            result = evaluate_clip(
+            rendered = render_clip(
                 engine, seed + i, fps, Path(tmp), duration_s=duration_s, holdout=holdout
             )
+            result = score_clip(rendered, seed + i, fps)
             log.info("seed %d %s %d fps: F1 %.2f", result.seed, result.kind, fps, result.score.f1)
             results.append(result)
     return results
