@@ -41,6 +41,8 @@ from service.media import worker
 from service.media.source import DecodeLimits, VideoInfo
 from service.media.worker import DecodeJob
 
+BATCH_FRAMES = 32  # frames per message from the child: the pipeline's chunk when rendering files
+
 __all__ = ["DecodeLimits", "DecodeStream", "FrameBatch", "VideoInfo", "open_video", "probe"]
 
 log = logging.getLogger(__name__)
@@ -73,7 +75,7 @@ def warm_up() -> None:
 
 
 def open_video(
-    path: Path, *, width: int, height: int, limits: DecodeLimits, batch_size: int = 32
+    path: Path, *, width: int, height: int, limits: DecodeLimits, batch_size: int = BATCH_FRAMES
 ) -> DecodeStream:
     """Start decoding `path`; `info` is checked and available when this returns."""
     _check_file(path)

@@ -88,18 +88,6 @@ class TierConfig:
     def stages(self) -> tuple[StageSpec, StageSpec, StageSpec]:
         return (self.encoder, self.generator, self.vocoder)
 
-    @property
-    def left_context_frames(self) -> int:
-        """Video frames of history a window needs for its first output sample to be exact."""
-        vocoder = math.ceil(self.vocoder.left_context / self.mels_per_frame)
-        return self.encoder.left_context + self.generator.left_context + vocoder + 1
-
-    @property
-    def right_context_frames(self) -> int:
-        """Video frames of lookahead a window needs for its last output sample to be exact."""
-        vocoder = math.ceil(self.vocoder.right_context / self.mels_per_frame)
-        return self.encoder.right_context + self.generator.right_context + vocoder + 1
-
     def num_frames(self, duration_s: float) -> int:
         """Model frames covering `duration_s` (the last one may be partial)."""
         return max(1, math.ceil(duration_s * self.fps - 1e-6))

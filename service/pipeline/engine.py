@@ -58,18 +58,17 @@ class FoleyEngine:
         return cls(settings, tier, backend)
 
     def warmup(self) -> None:
-        """Start the decoder's forkserver and run one short inference through every stage, so
-        the first request pays no first-run cost."""
+        """Start the decoder's forkserver and stream a few frames through every stage, in the
+        chunk sizes requests use (a decoded batch; a live frame), so the first request pays no
+        first-run cost."""
         decode.warm_up()
-        n = self.tier.left_context_frames + self.tier.right_context_frames + 2
-        frames = ModelFrames(
-            0,
-            np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8),
-            np.zeros(n, np.float32),
-        )
         synth = StreamingSynth(self.tier, self.backend)
-        list(synth.push(frames))
-        list(synth.finish(n, n * self.tier.samples_per_frame))
+        start = 0
+        for n in (decode.BATCH_FRAMES, 1):
+            rgb = np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8)
+            list(synth.push(ModelFrames(start, rgb, np.zeros(n, np.float32))))
+            start += n
+        list(synth.finish(start, start * self.tier.samples_per_frame))
 
     def render(
         self,

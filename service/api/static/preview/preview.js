@@ -55,6 +55,7 @@ async function start() {
   const capture = new OffscreenCanvas(SIZE, SIZE).getContext("2d", { willReadFrequently: true });
   const shown = []; // [due time (performance.now ms), ImageBitmap]
   const sent = []; // [media time, performance.now ms] per frame
+  let completing = 0; // index into `sent` of the frame that completes the next chunk
   let t0 = null;
   const waveform = new Waveform($("wave"), video.duration || 10);
   const timeline = new Timeline($("timeline"), video.duration || 10);
@@ -81,9 +82,10 @@ async function start() {
 
   function latencyOf(endSample, s) {
     // The chunk ending here was completed by the frame `lookahead` model frames after its end.
+    // Chunks come in order, so the search goes on from where the last one stopped.
     const due = (endSample / s.samples_per_frame - 1 + s.lookahead_frames) / s.model_fps;
-    const frame = sent.find(([t]) => t - t0 >= due - 1e-4);
-    if (frame) state.latency.push(performance.now() - frame[1]);
+    while (completing < sent.length && sent[completing][0] - t0 < due - 1e-4) completing++;
+    if (completing < sent.length) state.latency.push(performance.now() - sent[completing][1]);
   }
 
   function onFrame(now, meta) {
