@@ -49,6 +49,30 @@ class Settings(BaseSettings):
     api_keys: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
 
+    # Caches (service.cache). No URL: in this process, within a byte budget. With a URL: the
+    # cache Redis (maxmemory + allkeys-lru), asked with short timeouts and no retries, behind a
+    # circuit breaker, so a slow or absent Redis costs a request milliseconds, not seconds.
+    redis_url: str | None = None
+    cache_max_bytes: int = Field(default=256 * 1024**2, ge=0)  # in-process budget; 0 = no cache
+    cache_max_item_bytes: int = Field(default=64 * 1024**2, gt=0)  # larger results: not cached
+    cache_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
+    cache_timeout_s: float = Field(default=0.05, gt=0)  # connect and socket timeout
+    cache_breaker_failures: int = Field(default=3, ge=1)  # failures in a row that open it
+    cache_breaker_reset_s: float = Field(default=10.0, gt=0)  # then one trial call after this
+
+    # Export jobs (service.jobs). No broker URL: an in-process pool runs them and keeps their
+    # records in memory. With one: Celery workers (`foley worker`) on that Redis, which also
+    # holds the job records (it wants noeviction and AOF, unlike the cache Redis).
+    broker_url: str | None = None
+    export_tier: str = "export"
+    export_workers: int = Field(default=1, ge=1)  # in-process pool size
+    export_max_pending: int = Field(default=100, ge=1)  # queued jobs before 503 busy
+    storage_dir: Path | None = None  # uploads and results of jobs; None = <work dir>/exports
+    export_result_ttl_s: float = Field(default=24 * 3600.0, gt=0)
+    export_soft_time_limit_s: float = Field(default=3600.0, gt=0)
+    export_time_limit_s: float = Field(default=3900.0, gt=0)
+    export_max_attempts: int = Field(default=3, ge=1)  # starts of one job, lost workers included
+
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"
     port: int = 8000

@@ -47,3 +47,15 @@ def uvicorn_server(app, *, timeout_s: float = 10.0) -> Iterator[int]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@pytest.fixture
+def redis_server(tmp_path_factory):
+    """A fresh redis-server for one test (tests/redis_server.py)."""
+    from tests.redis_server import RedisServer
+
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,0 +1,36 @@
+"""The cache interface: a byte store with expiry that may lose anything at any time.
+
+A cache is an optimisation, never a dependency: `get` answers None when it does not know, and
+`set` may drop the value. Neither raises for a store that is down or slow; `healthy` says
+whether the store is answering (the Redis store's circuit breaker).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Cache(Protocol):
+    """Thread-safe: shared by every request and worker thread of a process."""
+
+    name: str  # "memory", "redis", "none": for logs and /readyz
+
+    def get(self, key: str) -> bytes | None: ...
+
+    def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None: ...
+
+    @property
+    def healthy(self) -> bool: ...
+
+
+class NoCache:
+    """Remembers nothing (cache_max_bytes = 0)."""
+
+    name = "none"
+    healthy = True
+
+    def get(self, key: str) -> bytes | None:
+        return None
+
+    def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
+        return None
