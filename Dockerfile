@@ -1,4 +1,5 @@
-# CPU image of the service: numpy, PyAV, ONNX Runtime, FastAPI. No torch: training lives in
+# CPU image of the service (`foley serve`) and of its export workers (`foley worker`): numpy,
+# PyAV, ONNX Runtime, FastAPI, Celery. No torch: training lives in
 # engines/ and its extra ("train") is not installed here.
 FROM python:3.11-slim
 
@@ -11,6 +12,8 @@ COPY engines ./engines
 RUN pip install .
 
 ENV FOLEY_HOST=0.0.0.0 FOLEY_PORT=8000 FOLEY_MODELS_DIR=/app/engines/artifacts
+# Export jobs' shared storage (a volume in docker-compose.yml takes this directory's owner).
+RUN mkdir -p /data/exports && chown nobody /data/exports
 EXPOSE 8000
 USER nobody
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,sys; urllib.request.urlopen('http://127.0.0.1:8000/readyz')" || exit 1

@@ -64,7 +64,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     clip = bench_clip()
-    engine = FoleyEngine.load(Settings())
+    # The window memo off: every repeat renders the clip again instead of answering from it.
+    engine = FoleyEngine.load(Settings(window_memo=False))
     engine.warmup()
     out = CACHE / "out"
     out.mkdir(exist_ok=True)

@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for folder in args.tiers:
-        settings = Settings(models_dir=folder.parent, default_tier=folder.name)
+        settings = Settings(models_dir=folder.parent, default_tier=folder.name, window_memo=False)
         engine = FoleyEngine.load(settings)
         engine.warmup()
         p50, p99 = live_frame_ms(engine)

@@ -1,4 +1,5 @@
-"""`foley` command line: render one file offline (`generate`) or run the HTTP API (`serve`).
+"""`foley` command line: render one file offline (`generate`), run the HTTP API (`serve`), stream
+to a running service (`preview`) or run a Celery export worker (`worker`).
 
 Exit status: 0 on success, 2 for invalid input (bad file, bad argument), 1 for anything else;
 every failure prints one line `foley: error: <code>: <reason>` to stderr and no traceback
@@ -45,7 +46,12 @@ PROGRESS_DELAY_S = 2.0
 # Without it, open WebSockets keep the process alive forever after SIGTERM.
 GRACEFUL_SHUTDOWN_S = 30
 WS_PING_S = 20.0
-LOG_LEVELS = {"generate": logging.WARNING, "serve": logging.INFO, "preview": logging.WARNING}
+LOG_LEVELS = {
+    "generate": logging.WARNING,
+    "serve": logging.INFO,
+    "preview": logging.WARNING,
+    "worker": logging.INFO,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -108,6 +114,14 @@ def _parser() -> argparse.ArgumentParser:
     preview.add_argument("--api-key", help="when the service requires one")
     preview.add_argument("-o", "--output", type=Path, help="also write the Foley to this WAV")
     preview.set_defaults(run=_preview)
+
+    worker = commands.add_parser(
+        "worker", help="run a Celery worker for export jobs (needs FOLEY_BROKER_URL)"
+    )
+    worker.add_argument(
+        "--concurrency", type=int, help="render processes (default: FOLEY_EXPORT_WORKERS)"
+    )
+    worker.set_defaults(run=_worker)
     return parser
 
 
@@ -246,6 +260,29 @@ def _serve(args: argparse.Namespace) -> int:
     overrides = {"host": args.host, "port": args.port}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
+    return EXIT_OK
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings = Settings()
+    if settings.broker_url is None:
+        raise InvalidInput("FOLEY_BROKER_URL is not set", code="no_broker")
+    from service.jobs.celery_app import QUEUE, create_celery
+
+    concurrency = args.concurrency or settings.export_workers
+    level = "DEBUG" if args.verbose else "INFO"
+    create_celery(settings).worker_main(
+        [
+            "worker",
+            "--pool=prefork",
+            f"--concurrency={concurrency}",
+            f"--loglevel={level}",
+            f"--queues={QUEUE}",
+            f"--hostname=foley-{os.getpid()}@%h",  # several workers may share a host
+            "--without-mingle",
+            "--without-gossip",
+        ]
+    )
     return EXIT_OK
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -54,11 +54,24 @@ class Settings(BaseSettings):
     # circuit breaker, so a slow or absent Redis costs a request milliseconds, not seconds.
     redis_url: str | None = None
     cache_max_bytes: int = Field(default=256 * 1024**2, ge=0)  # in-process budget; 0 = no cache
-    cache_max_item_bytes: int = Field(default=64 * 1024**2, gt=0)  # larger results: not cached
+    # Larger values are not cached: a Redis write must fit in `cache_timeout_s`, and a hit holds
+    # its value in memory (16 MiB takes ~20 ms on loopback; a 10 s WAV is ~1 MB).
+    cache_max_item_bytes: int = Field(default=8 * 1024**2, gt=0)
     cache_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     cache_timeout_s: float = Field(default=0.05, gt=0)  # connect and socket timeout
     cache_breaker_failures: int = Field(default=3, ge=1)  # failures in a row that open it
     cache_breaker_reset_s: float = Field(default=10.0, gt=0)  # then one trial call after this
+
+    # Pipeline caches (service.pipeline: static, memo, windows). Static skip: a model frame whose
+    # largest 8x8-block mean absolute difference (0..255 levels) to an encoded frame is under
+    # this reuses its feature; 0 = off. See service.pipeline.static for the measurement.
+    static_threshold: float = Field(default=0.5, ge=0)
+    # Offline renders keep windows of generator + vocoder output and encoder features in the
+    # cache above, and reuse them for the same content from the same state (re-renders, edits).
+    window_memo: bool = True
+    # Also reuse the vocoder's output for a repeated motion whose frames are not identical; off:
+    # it saves the vocoder on a fraction of such windows for output within 5% (`bench.caches`).
+    motion_templates: bool = False
 
     # Export jobs (service.jobs). No broker URL: an in-process pool runs them and keeps their
     # records in memory. With one: Celery workers (`foley worker`) on that Redis, which also
@@ -67,7 +80,9 @@ class Settings(BaseSettings):
     export_tier: str = "export"
     export_workers: int = Field(default=1, ge=1)  # in-process pool size
     export_max_pending: int = Field(default=100, ge=1)  # queued jobs before 503 busy
-    storage_dir: Path | None = None  # uploads and results of jobs; None = <work dir>/exports
+    # Uploads and results of jobs, shared by the API and the workers: required with a broker.
+    # None (embedded): a temporary directory of this process's, removed with it.
+    storage_dir: Path | None = None
     export_result_ttl_s: float = Field(default=24 * 3600.0, gt=0)
     export_soft_time_limit_s: float = Field(default=3600.0, gt=0)
     export_time_limit_s: float = Field(default=3900.0, gt=0)
@@ -76,6 +91,12 @@ class Settings(BaseSettings):
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"
     port: int = 8000
+
+    @field_validator("redis_url", "broker_url", "storage_dir", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        # FOLEY_REDIS_URL= in a compose file or shell means "none", not a URL.
+        return None if value == "" else value
 
 
 @lru_cache(maxsize=1)

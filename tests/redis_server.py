@@ -64,14 +64,18 @@ class RedisServer:
                     raise RuntimeError("redis-server did not start") from None
                 time.sleep(0.02)
 
-    def stop(self) -> None:
+    def stop(self, *, crash: bool = False) -> None:
+        """Shut down (SIGTERM), or with `crash` die at once (SIGKILL: no final save)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
+            if crash:
+                self.process.kill()
+            else:
+                self.process.terminate()
             self.process.wait(timeout=10)
         self.process = None
 
-    def restart(self) -> None:
-        self.stop()
+    def restart(self, *, crash: bool = False) -> None:
+        self.stop(crash=crash)
         self.start()
 
     def client(self) -> redis.Redis:

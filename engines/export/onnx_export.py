@@ -61,7 +61,8 @@ def _export(
     return {n: ["B", *v.shape[1:]] for n, v in state.items()}
 
 
-def export_tier(checkpoint: Path, out_dir: Path) -> Path:
+def export_tier(checkpoint: Path, out_dir: Path, *, name: str | None = None) -> Path:
+    """Write the tier folder; `name` is the tier's name (default: the model's)."""
     cfg, encoder, generator, vocoder = load_checkpoint(checkpoint)
     out_dir.mkdir(parents=True, exist_ok=True)
     t, r = 8, cfg.mels_per_frame
@@ -87,7 +88,7 @@ def export_tier(checkpoint: Path, out_dir: Path) -> Path:
             out_dir / "vocoder.onnx",
         )
     config = {
-        "name": cfg.name,
+        "name": name or cfg.name,
         "version": cfg.version,
         "video": {"fps": cfg.fps, "width": cfg.width, "height": cfg.height},
         "audio": {
@@ -147,9 +148,10 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("checkpoint", type=Path)
     parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--name", help="the tier's name (default: the model's)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    export_tier(args.checkpoint, args.out_dir)
+    export_tier(args.checkpoint, args.out_dir, name=args.name)
 
 
 if __name__ == "__main__":

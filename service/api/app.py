@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 import anyio
@@ -11,55 +12,95 @@ from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
 from service.api.errors import install_error_handlers
+from service.api.exports import router as exports_router
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
 from service.api.state import Engine, EngineLoader, ServiceState
+from service.cache import Cache, RedisCache, create_cache
 from service.config import Settings, get_settings
+from service.jobs import create_job_manager
+from service.jobs.manager import JobManager
 
 logger = logging.getLogger(__name__)
+JOB_SWEEP_INTERVAL_S = 60.0
+JobManagerFactory = Callable[[Settings], JobManager]
 
 
-def load_engine(settings: Settings) -> Engine:
+def load_engine(settings: Settings, cache: Cache | None = None) -> Engine:
     # Imported here so that importing the API (tests, OpenAPI export) does not load ONNX Runtime.
     from service.pipeline.engine import FoleyEngine
 
-    return FoleyEngine.load(settings)
+    return FoleyEngine.load(settings, cache)
 
 
 def create_app(
-    settings: Settings | None = None, *, engine_loader: EngineLoader = load_engine
+    settings: Settings | None = None,
+    *,
+    engine_loader: EngineLoader | None = None,
+    job_manager: JobManagerFactory = create_job_manager,
+    cache: Cache | None = None,
 ) -> FastAPI:
+    """The app. `engine_loader`: None loads the settings' tier, which keeps its pipeline memo in
+    the app's cache (one store, one budget). `cache` replaces the one the settings ask for; it
+    is then the caller's to close."""
     settings = settings or get_settings()
     app = FastAPI(
         title="foley",
         summary="Video in, Foley audio out.",
         version="0.1.0",
-        lifespan=_lifespan(settings, engine_loader),
+        lifespan=_lifespan(settings, engine_loader, job_manager, cache),
     )
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(preview_router)
+    app.include_router(exports_router)
     app.mount("/static/preview", StaticFiles(directory=STATIC), name="preview-static")
     return app
 
 
-def _lifespan(settings: Settings, engine_loader: EngineLoader):
+def _lifespan(
+    settings: Settings,
+    engine_loader: EngineLoader | None,
+    job_manager: JobManagerFactory,
+    cache: Cache | None,
+):
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.work_dir is not None:
             settings.work_dir.mkdir(parents=True, exist_ok=True)
-        state = ServiceState(settings, anyio.CapacityLimiter(settings.max_concurrent_renders))
+        state = ServiceState(
+            settings,
+            anyio.CapacityLimiter(settings.max_concurrent_renders),
+            cache if cache is not None else create_cache(settings),
+        )
         app.state.foley = state
+        logger.info("cache: %s", state.cache.name)
+        state.jobs = job_manager(settings)
         # Serve (healthz) while the model loads; readyz turns 200 once `state.engine` is set.
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(_load, state, engine_loader)
+            loader = engine_loader or functools.partial(load_engine, cache=state.cache)
+            tasks.start_soon(_load, state, loader)
+            tasks.start_soon(_sweep_jobs, state.jobs)
             yield
             tasks.cancel_scope.cancel()
         if state.preview is not None:
             state.preview.stop()
+        if cache is None and isinstance(state.cache, RedisCache):
+            state.cache.close()
+        state.jobs.close()
 
     return lifespan
+
+
+async def _sweep_jobs(jobs: JobManager) -> None:
+    """Remove expired results and abandoned uploads now and then."""
+    while True:
+        try:
+            await anyio.to_thread.run_sync(jobs.sweep, abandon_on_cancel=True)
+        except Exception:
+            logger.exception("sweeping expired export jobs failed")
+        await anyio.sleep(JOB_SWEEP_INTERVAL_S)
 
 
 async def _load(state: ServiceState, engine_loader: EngineLoader) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +24,7 @@ from fastapi.responses import FileResponse
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
+from service.api.auth import valid_key
 from service.api.errors import validation_reason
 from service.api.state import ServiceState
 from service.errors import FoleyError
@@ -96,7 +96,7 @@ def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
     keys = state.settings.api_keys
     if keys:
         given = ws.headers.get("x-api-key") or ws.query_params.get("api_key") or ""
-        if not any(secrets.compare_digest(given, k) for k in keys):
+        if not valid_key(given, keys):
             return "a valid API key is required (x-api-key header or api_key query parameter)"
     return None
 

@@ -2,6 +2,13 @@
 
 Each request owns a fresh directory under `settings.work_dir` holding the upload and the render;
 it is removed after the response is sent, and on every error path.
+
+Result cache (service.cache.results): the upload is hashed as it is written; a result stored
+under the same file, model and options is answered from the cache without the render limiter
+(`X-Foley-Cache: hit`), else the render is kept after its response is sent (`miss`). Server-Timing
+`total` runs from the route's first line (after HTTP parsing and query validation) to the
+response being built: receiving, writing and hashing the upload, the lookup and, on a miss, the
+render; not sending the body, nor the store and clean-up that follow it.
 """
 
 from __future__ import annotations
@@ -10,22 +17,24 @@ import logging
 import re
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from time import perf_counter
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, Response
 from pydantic import ValidationError
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
+from service.api.auth import tenant_of
 from service.api.errors import validation_reason
 from service.api.schemas import MEDIA_TYPES, ErrorResponse, FoleyParams, Health, Ready
 from service.api.state import Engine, ServiceState, get_state
-from service.api.uploads import FILE_FIELD, receive_upload
+from service.api.uploads import FILE_FIELD, Upload, receive_upload
+from service.cache import Cache, MemoryCache, NoCache, results
 from service.errors import InvalidInput
 from service.pipeline.types import RenderOptions, RenderResult
 
@@ -35,6 +44,7 @@ State = Annotated[ServiceState, Depends(get_state)]
 
 _ERRORS = {
     400: "Malformed multipart body",
+    401: "Missing or invalid API key (when the service has keys)",
     413: "Upload or input over a configured limit",
     415: "Not multipart/form-data",
     422: "Invalid parameter or undecodable media",
@@ -43,7 +53,8 @@ _ERRORS = {
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _FOLEY_RESPONSES: dict[int | str, dict] = {
     200: {
-        "description": "The rendered file (Server-Timing: per-stage milliseconds)",
+        "description": "The rendered file (Server-Timing: per-stage milliseconds; "
+        "X-Foley-Cache: hit or miss)",
         "content": {media_type: _BINARY for media_type in MEDIA_TYPES.values()},
     },
     **{status: {"model": ErrorResponse, "description": text} for status, text in _ERRORS.items()},
@@ -66,6 +77,7 @@ _UPLOAD_BODY = {
         },
     }
 }
+P = TypeVar("P", bound=FoleyParams)
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 # The upload's name on disk. No extension, and never the client's: FFmpeg picks demuxers partly
 # by extension, and its HLS demuxer (which follows playlist URLs) refuses files not named .m3u8.
@@ -79,11 +91,19 @@ async def healthz(state: State) -> Health:
     return Health()
 
 
-@router.get("/readyz", responses={503: {"model": ErrorResponse}})
+@router.get("/readyz", responses={503: {"model": ErrorResponse}}, response_model_exclude_none=True)
 async def readyz(state: State) -> Ready:
-    """Readiness: 503 until the model is loaded and warmed up."""
+    """Readiness: 503 until the model is loaded and warmed up. Then 200, with status `degraded`
+    while the cache (renders go on without it) or the export queue's store (exports are refused,
+    renders go on) is not answering."""
     engine = state.ready_engine()
-    return Ready(tier=engine.tier.name, model_version=engine.tier.version)
+    down = {}
+    if not state.cache.healthy:
+        down["cache"] = "unavailable"
+    if state.jobs is not None and not await anyio.to_thread.run_sync(state.jobs.healthy):
+        down["jobs"] = "unavailable"
+    ready = Ready(tier=engine.tier.name, model_version=engine.tier.version)
+    return ready.model_copy(update={"status": "degraded", **down}) if down else ready
 
 
 @router.post(
@@ -95,9 +115,11 @@ async def readyz(state: State) -> Ready:
 async def foley(request: Request, state: State, query: Annotated[FoleyParams, Query()]):
     """Upload a video (multipart field `file`); get its Foley track, or the video with it.
 
-    `format` and `sample_rate` may come as query parameters or as form fields.
+    `format` and `sample_rate` may come as query parameters or as form fields. The same file
+    with the same parameters is answered from the cache (`X-Foley-Cache: hit`).
     """
     started = perf_counter()
+    tenant_of(request.headers, state.settings.api_keys)
     engine = state.ready_engine()
     state.check_capacity()
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
@@ -106,8 +128,13 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
             request, workdir / UPLOAD_NAME, max_bytes=state.settings.max_upload_bytes
         )
         uploaded = perf_counter()
-        params = _merge_params(query, upload.fields)
+        params = merge_params(query, upload.fields)
         options = RenderOptions(format=params.format, sample_rate=params.sample_rate)
+        key = results.result_key(upload.sha256, engine.tier.name, engine.tier.version, options)
+        cached = await _lookup(state.cache, key)
+        if cached is not None:
+            timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
+            return _cached_response(cached, upload, workdir, timings, started)
         result, queued, rendered = await _render(state, engine, upload.path, workdir, options)
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
@@ -119,18 +146,56 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         "rendered %s: %.2f s of video, %d frames, %.2f s total",
         result.format, result.duration_s, result.frames, timings["total"],
     )  # fmt: skip
+    max_item_bytes = state.settings.cache_max_item_bytes
     return TempFileResponse(
         result.output,
         workdir,
+        after_send=lambda: results.store(state.cache, key, result, max_item_bytes=max_item_bytes),
         media_type=MEDIA_TYPES[result.format],
         filename=download_name(upload.filename, result.format),
-        headers={
-            "Server-Timing": server_timing(timings),
-            "X-Foley-Tier": result.tier,
-            "X-Foley-Model-Version": result.model_version,
-            "X-Foley-Duration": f"{result.duration_s:.3f}",
-        },
+        headers=_headers(timings, result.tier, result.model_version, result.duration_s, "miss"),
     )
+
+
+async def _lookup(cache: Cache, key: str) -> results.CachedResult | None:
+    if isinstance(cache, (MemoryCache, NoCache)):
+        # A dict look-up under a lock: microseconds, less than a hop to a worker thread.
+        return results.lookup(cache, key)
+    return await anyio.to_thread.run_sync(results.lookup, cache, key)
+
+
+def _cached_response(
+    cached: results.CachedResult,
+    upload: Upload,
+    workdir: Path,
+    timings: dict[str, float],
+    started: float,
+) -> Response:
+    timings["total"] = perf_counter() - started
+    logger.info(
+        "cache hit %s: %.2f s of video, %.1f ms total",
+        cached.format, cached.duration_s, 1000 * timings["total"],
+    )  # fmt: skip
+    name = download_name(upload.filename, cached.format)
+    headers = _headers(timings, cached.tier, cached.model_version, cached.duration_s, "hit")
+    return TempBytesResponse(
+        cached.body,
+        workdir,
+        media_type=MEDIA_TYPES[cached.format],
+        headers={**headers, "Content-Disposition": f'attachment; filename="{name}"'},
+    )
+
+
+def _headers(
+    timings: Mapping[str, float], tier: str, model_version: str, duration_s: float, cache: str
+) -> dict[str, str]:
+    return {
+        "Server-Timing": server_timing(timings),
+        "X-Foley-Tier": tier,
+        "X-Foley-Model-Version": model_version,
+        "X-Foley-Duration": f"{duration_s:.3f}",
+        "X-Foley-Cache": cache,
+    }
 
 
 async def _render(
@@ -150,8 +215,9 @@ async def _render(
     return result, started_at[0] - waiting_since, perf_counter() - started_at[0]
 
 
-def _merge_params(query: FoleyParams, fields: Mapping[str, str]) -> FoleyParams:
-    """Query parameters and form fields together; the same name given both ways must agree."""
+def merge_params(query: P, fields: Mapping[str, str]) -> P:
+    """Query parameters and form fields together (into the query's model); the same name given
+    both ways must agree."""
     given = query.model_dump(include=query.model_fields_set)
     for name, value in fields.items():
         if name in given and str(given[name]) != value:
@@ -160,7 +226,7 @@ def _merge_params(query: FoleyParams, fields: Mapping[str, str]) -> FoleyParams:
                 code="invalid_parameter",
             )
     try:
-        return FoleyParams.model_validate({**given, **fields})
+        return type(query).model_validate({**given, **fields})
     except ValidationError as exc:
         errors = [{**e, "loc": ("form", *e["loc"])} for e in exc.errors()]
         raise InvalidInput(validation_reason(errors), code="invalid_parameter") from exc
@@ -179,17 +245,26 @@ def download_name(filename: str | None, fmt: str) -> str:
     return f"{stem or 'clip'}.foley.{fmt}"
 
 
-class TempFileResponse(FileResponse):
-    """A FileResponse that removes the request's work dir once sent.
+class _RemovesWorkdir(Response):
+    """Removes the request's work dir once the response is sent, after `after_send` (in a worker
+    thread, like it), and on every failure to send.
 
     Starlette runs `background` only after a successful send; a client that disconnects
     mid-download would otherwise leave the directory behind.
     """
 
-    def __init__(self, path: Path, workdir: Path, **kwargs) -> None:
-        cleanup = BackgroundTask(shutil.rmtree, workdir, ignore_errors=True)
-        super().__init__(path, background=cleanup, **kwargs)
-        self.workdir = workdir
+    workdir: Path
+
+    @staticmethod
+    def _cleanup(workdir: Path, after_send: Callable[[], object] | None) -> BackgroundTask:
+        def run() -> None:
+            try:
+                if after_send is not None:
+                    after_send()
+            finally:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+        return BackgroundTask(run)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -197,3 +272,26 @@ class TempFileResponse(FileResponse):
         except BaseException:
             shutil.rmtree(self.workdir, ignore_errors=True)
             raise
+
+
+class TempFileResponse(_RemovesWorkdir, FileResponse):
+    """A file from the work dir (a render)."""
+
+    def __init__(
+        self,
+        path: Path,
+        workdir: Path,
+        *,
+        after_send: Callable[[], object] | None = None,
+        **kwargs,
+    ) -> None:
+        super().__init__(path, background=self._cleanup(workdir, after_send), **kwargs)
+        self.workdir = workdir
+
+
+class TempBytesResponse(_RemovesWorkdir):
+    """Bytes in memory (a cached result), for a request that still has a work dir (its upload)."""
+
+    def __init__(self, body: bytes | memoryview, workdir: Path, **kwargs) -> None:
+        super().__init__(body, background=self._cleanup(workdir, None), **kwargs)
+        self.workdir = workdir

@@ -56,9 +56,18 @@ class Health(BaseModel):
 
 
 class Ready(BaseModel):
-    status: Literal["ready"] = "ready"
+    """Ready to render. `degraded`: a component below is not answering and renders go on
+    without it; that component is named (absent while it is fine)."""
+
+    status: Literal["ready", "degraded"] = "ready"
     tier: str
     model_version: str
+    cache: Literal["unavailable"] | None = Field(
+        default=None, description="The cache store is not answering: nothing is reused"
+    )
+    jobs: Literal["unavailable"] | None = Field(
+        default=None, description="The export queue's store is not answering: exports refused"
+    )
 
 
 def error_content(code: str, reason: str) -> dict[str, Any]:

@@ -1,17 +1,18 @@
-"""What the routes share: the engine (once loaded) and the render limiter.
+"""What the routes share: the engine (once loaded), the render limiter and the cache.
 
 Threading: the event loop only moves bytes. The engine is loaded, warmed up and run in worker
 threads, and live preview sessions in the preview worker's one thread (service.preview).
 `engine.render` may be called from several threads at once (its contract), and
 `ServiceState.limiter` bounds how many renders run together. The only shared mutable state is
 `engine`/`load_error`, each written once by the loader task, and `preview`, started once on the
-event loop; per-request values (paths, options) travel as arguments.
+event loop; per-request values (paths, options) travel as arguments. `cache` is set at startup
+and is itself thread-safe (service.cache.base).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -19,8 +20,10 @@ import anyio
 from fastapi import Request
 
 from service.api.errors import Busy, EngineUnavailable
+from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import NotReady
+from service.jobs.manager import JobManager
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
@@ -51,9 +54,11 @@ EngineLoader = Callable[[Settings], Engine]
 class ServiceState:
     settings: Settings
     limiter: anyio.CapacityLimiter
+    cache: Cache = field(default_factory=NoCache)  # rendered results (service.cache.results)
     engine: Engine | None = None  # set once, after load and warmup
     load_error: str | None = None  # set once if loading failed: never ready
     preview: PreviewWorker | None = None  # started with the first live session
+    jobs: JobManager | None = None  # export jobs: set once at startup
 
     def preview_worker(self) -> PreviewWorker:
         """The live preview worker, started on first use (on the event loop: no race)."""
@@ -66,6 +71,7 @@ class ServiceState:
                 max_sessions=settings.preview_max_sessions,
                 queue_frames=settings.preview_queue_frames,
                 batch_window_s=settings.preview_batch_window_ms / 1000,
+                static_threshold=settings.static_threshold,
             )
         return self.preview
 

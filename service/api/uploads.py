@@ -8,11 +8,14 @@ Content-Length already does). The cap covers the whole body, multipart framing i
 most `max_bytes` of file data ever reach the disk.
 
 The parser's callbacks are synchronous and only collect bytes; the collected file data is
-written by the coroutine in ~1 MiB batches through anyio's threaded file, off the event loop.
+written by the coroutine in ~1 MiB batches in a worker thread, off the event loop. The same
+thread hashes each batch (SHA-256, the result cache's key), so the file is read only once:
+as it arrives.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +46,7 @@ class Upload:
     filename: str | None  # as the client named it; never used to build a path
     size: int  # bytes of file data
     fields: dict[str, str]  # the other form fields (render parameters)
+    sha256: str  # hex digest of the file data
 
 
 def check_declared_length(headers: Headers, max_bytes: int) -> None:
@@ -52,14 +56,27 @@ def check_declared_length(headers: Headers, max_bytes: int) -> None:
         raise UploadTooLarge(f"the upload is {declared} bytes; the limit is {max_bytes}")
 
 
-async def receive_upload(request: Request, path: Path, *, max_bytes: int) -> Upload:
-    """Stream the multipart body of `request`; its `file` part goes to `path`."""
+async def receive_upload(
+    request: Request, path: Path, *, max_bytes: int, fields: frozenset[str] = PARAM_FIELDS
+) -> Upload:
+    """Stream the multipart body of `request`; its `file` part goes to `path`, and the text
+    fields named in `fields` (others are refused) come back in `Upload.fields`."""
     check_declared_length(request.headers, max_bytes)
     boundary = _boundary(request.headers.get("content-type"))
-    parts = _Parts()
+    parts = _Parts(known=fields)
     parser = MultipartParser(boundary, parts.callbacks())
     received = 0
+    digest = hashlib.sha256()
     async with await anyio.open_file(path, "wb") as out:
+
+        def write(data: bytes) -> None:
+            # hashlib releases the GIL on large buffers: this runs beside the event loop.
+            digest.update(data)
+            out.wrapped.write(data)
+
+        async def flush() -> None:
+            await anyio.to_thread.run_sync(write, parts.take_file_data())
+
         try:
             async for chunk in request.stream():
                 received += len(chunk)
@@ -67,14 +84,14 @@ async def receive_upload(request: Request, path: Path, *, max_bytes: int) -> Upl
                     raise UploadTooLarge(f"the upload exceeds the limit of {max_bytes} bytes")
                 parser.write(chunk)
                 if len(parts.file_data) >= FLUSH_BYTES:
-                    await out.write(parts.take_file_data())
+                    await flush()
             parser.finalize()
         except MultipartParseError as exc:
             raise BadMultipart(f"malformed multipart body: {exc}") from exc
         except ClientDisconnect as exc:
             raise ClientDisconnected("the client went away during the upload") from exc
-        await out.write(parts.take_file_data())
-    return parts.result(path)
+        await flush()
+    return parts.result(path, digest.hexdigest())
 
 
 def _boundary(content_type: str | None) -> bytes:
@@ -93,6 +110,7 @@ def _boundary(content_type: str | None) -> bytes:
 class _Parts:
     """python-multipart callbacks: collect the file part's bytes and the small text fields."""
 
+    known: frozenset[str]  # the text fields allowed
     file_data: bytearray = field(default_factory=bytearray)
     file_size: int = 0
     filename: str | None = None
@@ -123,14 +141,14 @@ class _Parts:
         self.file_data.clear()
         return data
 
-    def result(self, path: Path) -> Upload:
+    def result(self, path: Path, sha256: str) -> Upload:
         if not self.ended:
             raise BadMultipart("the body ended before the closing multipart boundary")
         if not self.has_file:
             raise InvalidInput(f"no {FILE_FIELD!r} part in the form", code="missing_file")
         if self.file_size == 0:
             raise InvalidInput("the uploaded file is empty", code="empty_file")
-        return Upload(path, self.filename, self.file_size, dict(self.fields))
+        return Upload(path, self.filename, self.file_size, dict(self.fields), sha256)
 
     def _part_begin(self) -> None:
         self._disposition = b""
@@ -159,8 +177,8 @@ class _Parts:
             self.has_file = True
             if b"filename" in options:
                 self.filename = options[b"filename"].decode("utf-8", "replace")
-        elif self._name not in PARAM_FIELDS:
-            known = ", ".join(sorted({FILE_FIELD, *PARAM_FIELDS}))
+        elif self._name not in self.known:
+            known = ", ".join(sorted({FILE_FIELD, *self.known}))
             raise InvalidInput(
                 f"unknown form field {self._name!r} (known: {known})", code="invalid_parameter"
             )

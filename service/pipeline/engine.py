@@ -5,9 +5,15 @@
 The track goes to its sink window by window as it is made: an audio file, or the muxer, which
 copies the video's packets alongside (no intermediate file).
 
+Work already done is reused (settings `static_threshold`, `window_memo`, `motion_templates`):
+static frames skip the encoder, and windows of generator and vocoder output and encoder features
+are kept in the engine's `Cache` (service.pipeline.memo), so a re-render of an edited clip
+recomputes the edited span and little more. `RenderResult.reuse` counts what was saved.
+
 Thread-safety: `render` may be called from several worker threads at once. Each call has its own
-decode process, resampler, synthesizer and writer; the shared state is the backend, whose
-sessions are safe to run concurrently (see its docstring). Nothing per-request is stored on self.
+decode process, resampler, synthesizer, counters and writer; the shared state is the backend,
+whose sessions are safe to run concurrently (see its docstring), and the cache, which is
+thread-safe. Nothing per-request is stored on self.
 """
 
 from __future__ import annotations
@@ -22,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
+from service.cache import create_cache
+from service.cache.base import Cache
 from service.config import Settings
 from service.errors import InvalidInput, MediaError
 from service.media import decode
@@ -30,32 +38,43 @@ from service.media.decode import DecodeLimits, open_video
 from service.media.mux import FoleyMuxer
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.memo import FeatureCache, WindowMemo
 from service.pipeline.preprocess import FrameResampler, ModelFrames
-from service.pipeline.streaming import StageTimer, StreamingSynth
+from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
 from service.pipeline.types import (
     AUDIO_FORMATS,
     SAMPLE_RATES,
     ProgressFn,
     RenderOptions,
     RenderResult,
+    ReuseStats,
 )
 
 log = logging.getLogger(__name__)
 
 
 class FoleyEngine:
-    def __init__(self, settings: Settings, tier: TierConfig, backend: Backend) -> None:
+    def __init__(
+        self, settings: Settings, tier: TierConfig, backend: Backend, cache: Cache | None = None
+    ) -> None:
+        """`cache`: where the window memo and the feature cache keep their entries (shared with
+        whatever else uses it); None: one in this process, within `cache_max_bytes`."""
         self.settings = settings
         self.tier = tier
         self.backend = backend
         self.limits = DecodeLimits.from_settings(settings)
+        self.cache = cache if cache is not None else create_cache(settings)
+        self.memo: Memo | None = None
+        if settings.window_memo and self.cache.name != "none":
+            windows = WindowMemo(self.cache, tier, templates=settings.motion_templates)
+            self.memo = Memo(windows, FeatureCache(self.cache, tier))
 
     @classmethod
-    def load(cls, settings: Settings) -> FoleyEngine:
+    def load(cls, settings: Settings, cache: Cache | None = None) -> FoleyEngine:
         tier = load_tier(settings.models_dir, settings.default_tier)
         backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
         log.info("loaded tier %s %s on %s", tier.name, tier.version, backend.name)
-        return cls(settings, tier, backend)
+        return cls(settings, tier, backend, cache)
 
     def warmup(self) -> None:
         """Start the decoder's forkserver and stream a few frames through every stage, in the
@@ -82,8 +101,17 @@ class FoleyEngine:
         timer = StageTimer()
         stage = "write" if options.format in AUDIO_FORMATS else "mux"
         open_sink = functools.partial(self._open_sink, input_path, output_path, options)
+        reuse = ReuseStats()
+        synth = StreamingSynth(
+            self.tier,
+            self.backend,
+            timer=timer,
+            static_threshold=self.settings.static_threshold,
+            memo=self.memo,
+            reuse=reuse,
+        )
         start_s, duration_s, frames = self._render_track(
-            input_path, open_sink, stage, timer, progress
+            input_path, open_sink, stage, synth, timer, progress
         )
         timer.seconds["total"] = time.perf_counter() - started
         return RenderResult(
@@ -96,6 +124,7 @@ class FoleyEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(timer.seconds),
+            reuse=reuse,
         )
 
     def _check(self, options: RenderOptions) -> None:
@@ -134,14 +163,14 @@ class FoleyEngine:
         input_path: Path,
         open_sink: Callable[[float], Sink],
         stage: str,
+        synth: StreamingSynth,
         timer: StageTimer,
         progress: ProgressFn | None,
     ) -> tuple[float, float, int]:
-        """Decode, synthesise and hand the track to the sink that `open_sink(start_s)` opens once
-        the first frame's time is known; `stage` names the sink's time."""
+        """Decode, synthesise with `synth` and hand the track to the sink that `open_sink(start_s)`
+        opens once the first frame's time is known; `stage` names the sink's time."""
         tier = self.tier
         resampler = FrameResampler(tier.fps)
-        synth = StreamingSynth(tier, self.backend, timer=timer)
         with (
             open_video(
                 input_path, width=tier.width, height=tier.height, limits=self.limits

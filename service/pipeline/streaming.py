@@ -5,6 +5,16 @@ clip. A whole clip (`foley generate`) and a live stream (one frame at a time) ru
 
 The generator looks one frame ahead: the audio of frame k comes out when frame k + 1 goes in, and
 `finish` flushes the last frame with the zero padding that stands for "after the clip".
+
+Two reuses are opt-in per runner, both off by default (the encoder, generator and vocoder calls,
+hence the track, are then exactly those of a runner without them):
+- `static_threshold` > 0: static frames skip the encoder (service.pipeline.static); the same in
+  any chunking, so a live stream may use it;
+- `memo`: the generator and vocoder run on content-defined windows (service.pipeline.windows),
+  each looked up in a window memo first (and, with templates, its vocoder part after the
+  generator), and the encoder's features are looked up per frame (service.pipeline.memo).
+  Windows lag the frames by a few frames: for offline renders.
+What was reused is counted in the runner's `reuse` (service.pipeline.types.ReuseStats).
 """
 
 from __future__ import annotations
@@ -12,13 +22,17 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from service.pipeline import static
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import StageSpec, TierConfig
+from service.pipeline.memo import FeatureCache, WindowMemo, snapshot
 from service.pipeline.preprocess import ModelFrames, to_model_input
+from service.pipeline.types import ReuseStats
+from service.pipeline.windows import Window, WindowCutter, context_frames
 
 
 class StageTimer:
@@ -51,6 +65,9 @@ class Stream:
     state: dict[str, dict[str, np.ndarray]]
     frames: int = 0  # model frames pushed
     samples: int = 0  # samples produced
+    encoder: static.EncoderTrack = field(default_factory=static.EncoderTrack)
+    windows: WindowCutter | None = None  # memo only
+    digest: bytes | None = None  # the last frame's, for the feature cache
 
 
 @dataclass(frozen=True)
@@ -63,20 +80,43 @@ class Chunk:
     events: np.ndarray
 
 
+@dataclass(frozen=True)
+class Memo:
+    """The window memo and the feature cache a runner looks in (service.pipeline.memo)."""
+
+    windows: WindowMemo
+    features: FeatureCache
+
+
 class StreamRunner:
     """Runs the stages for several streams at once: one call per stage for all streams given the
-    same number of frames, each stream with its own state. Holds no stream itself.
+    same number of frames (or, static frames skipped, the same number of encoder frames), each
+    stream with its own state. Holds no stream itself; counts what it reused in `reuse`.
 
-    Not thread-safe: one thread drives a runner (its timer is not locked).
+    Not thread-safe: one thread drives a runner (its timer and counters are not locked).
     """
 
-    def __init__(self, tier: TierConfig, backend: Backend, *, timer: StageTimer | None = None):
+    def __init__(
+        self,
+        tier: TierConfig,
+        backend: Backend,
+        *,
+        timer: StageTimer | None = None,
+        static_threshold: float = 0.0,
+        memo: Memo | None = None,
+        reuse: ReuseStats | None = None,
+    ):
         self.tier, self.backend = tier, backend
         self.timer = timer or StageTimer()
         self.lookahead = tier.generator.right_context
+        self.static_threshold, self.memo = static_threshold, memo
+        self.reuse = reuse or ReuseStats()
 
     def open(self) -> Stream:
-        return Stream({stage.name: initial_state(stage) for stage in self.tier.stages})
+        stream = Stream({stage.name: initial_state(stage) for stage in self.tier.stages})
+        if self.memo is not None:
+            stream.windows = WindowCutter(context_frames(self.tier))
+        return stream
 
     def push(self, streams: list[Stream], frames: list[ModelFrames]) -> list[Chunk]:
         """The next model frames of each stream -> each stream's new audio (possibly none yet:
@@ -84,21 +124,64 @@ class StreamRunner:
         for stream, f in zip(streams, frames, strict=True):
             if f.start != stream.frames:
                 raise ValueError(f"frames start at {f.start}, expected {stream.frames}")
-        features: list[np.ndarray] = [np.empty(0)] * len(streams)
-        for group in _by_length([len(f) for f in frames]):
+        features = self._encode(streams, frames)
+        rest = [self._prime(s, f) for s, f in zip(streams, features, strict=True)]
+        for stream, f in zip(streams, frames, strict=True):
+            stream.frames += len(f)
+            self.reuse.frames += len(f)
+        return self._synthesize(streams, rest)
+
+    def _encode(self, streams: list[Stream], frames: list[ModelFrames]) -> list[np.ndarray]:
+        """Each stream's features: the encoder runs once per group of streams with as many
+        frames to encode, on the frames `static.plan` leaves it."""
+        with self.timer("preprocess"):
+            keyed = [self._plan(s, f) for s, f in zip(streams, frames, strict=True)]
+        plans = [plan for plan, _ in keyed]
+        outputs = [np.empty((0, self.tier.feature_dim), np.float32)] * len(streams)
+        for group in _by_length([len(p.run) for p in plans]):
+            if not len(plans[group[0]].run):
+                continue
             with self.timer("preprocess"):
-                pixels = np.stack([to_model_input(frames[i].rgb) for i in group])
-                age = np.stack([frames[i].age for i in group]).astype(np.float32)
+                inputs = [
+                    static.encoder_input(streams[i].encoder, frames[i], plans[i]) for i in group
+                ]
+                pixels = np.stack([to_model_input(rgb) for rgb, _ in inputs])
+                age = np.stack([a for _, a in inputs]).astype(np.float32)
             with self.timer("encoder"):
                 out = self._run(
                     "encoder", [streams[i] for i in group], {"frames": pixels, "age": age}
                 )
             for row, i in enumerate(group):
-                features[i] = out["features"][row]
-        rest = [self._prime(s, f) for s, f in zip(streams, features, strict=True)]
-        for stream, f in zip(streams, frames, strict=True):
-            stream.frames += len(f)
-        return self._synthesize(streams, rest)
+                outputs[i] = out["features"][row]
+        features = []
+        for stream, f, (plan, keys), out in zip(streams, frames, keyed, outputs, strict=True):
+            feature = static.assemble(plan, out, self.tier.feature_dim)
+            static.advance(stream.encoder, f.rgb, plan, feature)
+            if self.memo is not None:
+                for i in plan.run[plan.keep].tolist():
+                    self.memo.features.put(keys[i], feature[i])
+            self.reuse.frames_static += int(np.sum(plan.modes == static.STATIC))
+            self.reuse.frames_known += len(plan.known)
+            features.append(feature)
+        return features
+
+    def _plan(self, stream: Stream, frames: ModelFrames) -> tuple[static.EncoderPlan, list[str]]:
+        """The stream's encoder plan, and its frames' feature-cache keys (memo only)."""
+        if self.memo is None or not len(frames):
+            plan = static.plan(
+                stream.encoder, frames.rgb, frames.age, threshold=self.static_threshold
+            )
+            return plan, []
+        cache = self.memo.features
+        keys, stream.digest = cache.keys(frames.rgb, frames.age, stream.digest)
+
+        def lookup(i: int) -> np.ndarray | None:
+            return cache.get(keys[i])
+
+        plan = static.plan(
+            stream.encoder, frames.rgb, frames.age, threshold=self.static_threshold, lookup=lookup
+        )
+        return plan, keys
 
     def finish(self, streams: list[Stream]) -> list[Chunk]:
         """Each stream's last frames: the generator's lookahead filled with the zero padding
@@ -107,7 +190,7 @@ class StreamRunner:
             np.zeros((min(s.frames, self.lookahead), self.tier.feature_dim), np.float32)
             for s in streams
         ]
-        return self._synthesize(streams, pad)
+        return self._synthesize(streams, pad, final=True)
 
     def _prime(self, stream: Stream, features: np.ndarray) -> np.ndarray:
         """Write the stream's first `lookahead` features into the generator's history (the
@@ -118,28 +201,86 @@ class StreamRunner:
             history = stream.state["generator"]["history"]
             end = history.shape[1] - self.lookahead + primed + len(prime)
             history[0, end - len(prime) : end] = prime
+            if stream.windows is not None:
+                stream.windows.prime(prime)
         return features[len(prime) :]
 
-    def _synthesize(self, streams: list[Stream], features: list[np.ndarray]) -> list[Chunk]:
-        hop = self.tier.hop
+    def _synthesize(
+        self, streams: list[Stream], features: list[np.ndarray], *, final: bool = False
+    ) -> list[Chunk]:
+        if self.memo is not None:
+            pairs = zip(streams, features, strict=True)
+            return [self._windows(s, f, final=final) for s, f in pairs]
         chunks = [Chunk(s.samples, np.zeros(0, np.float32), np.zeros(0, np.int64)) for s in streams]
         for group in _by_length([len(f) for f in features]):
             if not len(features[group[0]]):
                 continue
             batch = [streams[i] for i in group]
-            with self.timer("generator"):
-                out = self._run(
-                    "generator", batch, {"features": np.stack([features[i] for i in group])}
-                )
-            with self.timer("vocoder"):
-                audio = self._run("vocoder", batch, {"mel": out["mel"]})["audio"]
+            audio, events = self._generate(batch, np.stack([features[i] for i in group]))
             for row, i in enumerate(group):
-                stream = streams[i]
-                first_frame = stream.samples // hop
-                events = first_frame + np.flatnonzero(out["events"][row] > 0.5)
-                chunks[i] = Chunk(stream.samples, audio[row], events)
-                stream.samples += audio.shape[1]
+                chunks[i] = self._emit(streams[i], audio[row], np.flatnonzero(events[row]))
         return chunks
+
+    def _generate(
+        self, streams: list[Stream], features: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Generator and vocoder on features (B, T, D) -> audio (B, S), events (B, M) bool."""
+        with self.timer("generator"):
+            out = self._run("generator", streams, {"features": features})
+        with self.timer("vocoder"):
+            audio = self._run("vocoder", streams, {"mel": out["mel"]})["audio"]
+        return audio, out["events"] > 0.5
+
+    def _emit(self, stream: Stream, audio: np.ndarray, events: np.ndarray) -> Chunk:
+        """A chunk of the stream's next audio; `events` in acoustic frames from its start."""
+        chunk = Chunk(stream.samples, audio, stream.samples // self.tier.hop + events)
+        stream.samples += len(audio)
+        return chunk
+
+    def _windows(self, stream: Stream, features: np.ndarray, *, final: bool) -> Chunk:
+        """The memo's path: the stream's features cut into windows, each recalled or made."""
+        assert stream.windows is not None, "a stream opened by a runner without a memo"
+        windows = stream.windows.push(features)
+        if final:
+            windows += stream.windows.finish()
+        chunks = [self._emit(stream, *self._window(stream, w)) for w in windows]
+        if not chunks:
+            return Chunk(stream.samples, np.zeros(0, np.float32), np.zeros(0, np.int64))
+        return Chunk(
+            chunks[0].start,
+            np.concatenate([c.audio for c in chunks]),
+            np.concatenate([c.events for c in chunks]),
+        )
+
+    def _window(self, stream: Stream, window: Window) -> tuple[np.ndarray, np.ndarray]:
+        """One window's audio and events (acoustic frames from its start): recalled whole,
+        or generated and, with templates, the vocoder's part recalled."""
+        assert self.memo is not None
+        memo = self.memo.windows
+        self.reuse.windows += 1
+        with self.timer("memo"):
+            recalled = memo.recall(window, stream.state)
+        if recalled is not None:
+            self.reuse.windows_exact += 1
+            stream.state.update(recalled.end)
+            return recalled.audio, recalled.events
+        start = snapshot(stream.state)
+        with self.timer("generator"):
+            out = self._run("generator", [stream], {"features": window.features[None]})
+        mel, events = out["mel"][0], np.flatnonzero(out["events"][0] > 0.5)
+        if memo.templates:
+            with self.timer("memo"):
+                recalled = memo.recall_template(window, mel, events, stream.state)
+            if recalled is not None:
+                self.reuse.windows_template += 1
+                stream.state.update(recalled.end)
+                return recalled.audio, events
+        with self.timer("vocoder"):
+            audio = self._run("vocoder", [stream], {"mel": out["mel"]})["audio"][0]
+        with self.timer("memo"):
+            memo.remember(window, start, snapshot(stream.state), mel, audio, events)
+        self.reuse.frames_recomputed += len(window.features)
+        return audio, events
 
     def _run(
         self, stage: str, streams: list[Stream], inputs: dict[str, np.ndarray]
@@ -167,8 +308,19 @@ class StreamingSynth:
     Not thread-safe: one instance per stream.
     """
 
-    def __init__(self, tier: TierConfig, backend: Backend, *, timer: StageTimer | None = None):
-        self.runner = StreamRunner(tier, backend, timer=timer)
+    def __init__(
+        self,
+        tier: TierConfig,
+        backend: Backend,
+        *,
+        timer: StageTimer | None = None,
+        static_threshold: float = 0.0,
+        memo: Memo | None = None,
+        reuse: ReuseStats | None = None,
+    ):
+        self.runner = StreamRunner(
+            tier, backend, timer=timer, static_threshold=static_threshold, memo=memo, reuse=reuse
+        )
         self.stream = self.runner.open()
 
     def push(self, frames: ModelFrames) -> Iterator[np.ndarray]:

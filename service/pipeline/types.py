@@ -23,6 +23,24 @@ class RenderOptions:
     keep_original_audio: bool = False  # muxed outputs: also copy the input's audio streams
 
 
+@dataclass
+class ReuseStats:
+    """What the pipeline caches saved in one render (service.pipeline.static, .memo), counted
+    while it runs."""
+
+    frames: int = 0  # model frames
+    frames_static: int = 0  # not run through the encoder: static (forward-filled)
+    frames_known: int = 0  # not run through the encoder: feature cache
+    windows: int = 0  # generator + vocoder windows (window memo on; otherwise 0)
+    windows_exact: int = 0  # reused: same features from the same state
+    windows_template: int = 0  # reused: a motion template
+    frames_recomputed: int = 0  # frames in windows the generator and vocoder ran on
+
+    @property
+    def windows_recomputed(self) -> int:
+        return self.windows - self.windows_exact - self.windows_template
+
+
 @dataclass(frozen=True)
 class RenderResult:
     """What was rendered, echoing the options actually used."""
@@ -36,3 +54,4 @@ class RenderResult:
     tier: str
     model_version: str
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    reuse: ReuseStats = field(default_factory=ReuseStats)

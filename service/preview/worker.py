@@ -98,9 +98,11 @@ class PreviewWorker:
         max_sessions: int,
         queue_frames: int,
         batch_window_s: float,
+        static_threshold: float = 0.0,
     ) -> None:
         self.tier = tier
-        self.runner = StreamRunner(tier, backend)
+        # Static skip gives the same track whatever the push size, one frame included.
+        self.runner = StreamRunner(tier, backend, static_threshold=static_threshold)
         self.max_sessions, self.queue_frames = max_sessions, queue_frames
         self.batch_window_s = batch_window_s
         self._sessions: dict[str, Session] = {}

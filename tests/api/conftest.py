@@ -134,8 +134,12 @@ def work_dir(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def settings(work_dir: Path, tmp_path: Path) -> Settings:
+    # No result cache: these tests count the engine's renders. test_result_cache.py opts in.
     return Settings(
-        work_dir=work_dir, max_upload_bytes=UPLOAD_LIMIT, models_dir=tmp_path / "no-models"
+        work_dir=work_dir,
+        max_upload_bytes=UPLOAD_LIMIT,
+        models_dir=tmp_path / "no-models",
+        cache_max_bytes=0,
     )
 
 

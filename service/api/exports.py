@@ -1,0 +1,200 @@
+"""Export jobs over HTTP: `POST /v1/exports` (202 + job), `GET /v1/exports/{id}` (state,
+progress, timings, error), `GET /v1/exports/{id}/result`, `DELETE /v1/exports/{id}` (cancel).
+
+The routes only move bytes and records: `service.jobs.JobManager` decides, and the render runs
+in the embedded pool or on Celery workers. Blocking store calls (Redis) run in worker threads.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Literal
+
+import anyio
+from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi.responses import FileResponse
+from pydantic import BaseModel, Field
+
+from service.api.auth import tenant_of
+from service.api.routes import UPLOAD_NAME, download_name, merge_params
+from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
+from service.api.state import ServiceState, get_state
+from service.api.uploads import receive_upload
+from service.errors import InvalidInput
+from service.jobs.engines import check_tier
+from service.jobs.manager import JobManager
+from service.jobs.records import JobRecord, new_job_id
+
+router = APIRouter(prefix="/v1/exports", tags=["exports"])
+State = Annotated[ServiceState, Depends(get_state)]
+IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, as in the IETF draft
+
+
+class ExportParams(FoleyParams):
+    tier: str | None = Field(default=None, description="Model tier (default: the export tier)")
+
+
+class ExportJob(BaseModel):
+    id: str
+    state: Literal["queued", "running", "succeeded", "failed", "cancelled"]
+    progress: float = Field(description="0..1")
+    format: str
+    sample_rate: int
+    tier: str
+    filename: str | None
+    attempts: int = Field(description="Starts, a lost worker's included")
+    cancel_requested: bool
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    expires_at: datetime | None = Field(description="When the result and this record go")
+    duration_s: float | None = Field(description="The video's duration, once rendered")
+    result_bytes: int | None
+    result_url: str | None
+    timings: dict[str, float] = Field(description="Seconds per stage")
+    error: ErrorBody | None
+
+
+_ERRORS = {
+    401: "Missing or invalid API key",
+    404: "No such job (or another tenant's)",
+    409: "The job is not in a state that allows this",
+    410: "The result has expired",
+    413: "Upload over the configured limit",
+    422: "Invalid parameter",
+    503: "Too many jobs pending, or the queue is unavailable",
+}
+
+
+def _responses(*codes: int) -> dict[int | str, dict]:
+    return {c: {"model": ErrorResponse, "description": _ERRORS[c]} for c in codes}
+
+
+def jobs_of(state: ServiceState) -> JobManager:
+    if state.jobs is None:
+        raise RuntimeError("the job manager is not running")
+    return state.jobs
+
+
+@router.post("", status_code=202, responses=_responses(401, 413, 422, 503))
+async def create_export(
+    request: Request,
+    response: Response,
+    state: State,
+    query: Annotated[ExportParams, Query()],
+    idempotency_key: Annotated[str | None, Header()] = None,
+) -> ExportJob:
+    """Upload a video (multipart field `file`) for a full-quality render in the background.
+
+    `Idempotency-Key`: a retried request with the same key gets the first request's job.
+    """
+    settings = state.settings
+    tenant = tenant_of(request.headers, settings.api_keys)
+    jobs = jobs_of(state)
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
+        raise InvalidInput(
+            "Idempotency-Key must be 1 to 255 printable ASCII characters",
+            code="invalid_parameter",
+        )
+    check_tier(settings, query.tier or settings.export_tier)
+    await anyio.to_thread.run_sync(jobs.check_capacity)
+    receiving = jobs.storage.receiving_dir()
+    try:
+        upload = await receive_upload(
+            request,
+            receiving / UPLOAD_NAME,
+            max_bytes=settings.max_upload_bytes,
+            fields=frozenset(ExportParams.model_fields),
+        )
+        params = merge_params(query, upload.fields)
+        tier = params.tier or settings.export_tier
+        check_tier(settings, tier)
+    except BaseException:
+        await anyio.to_thread.run_sync(_remove_tree, receiving)
+        raise
+    record = JobRecord(
+        id=new_job_id(),
+        tenant=tenant,
+        format=params.format,
+        sample_rate=params.sample_rate,
+        tier=tier,
+        filename=upload.filename,
+        idempotency_key=idempotency_key,
+        upload_sha256=upload.sha256,
+    )
+    accepted = await anyio.to_thread.run_sync(jobs.submit, record, upload.path)
+    response.headers["Location"] = f"/v1/exports/{accepted.record.id}"
+    if not accepted.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return to_wire(accepted.record)
+
+
+@router.get("/{job_id}", responses=_responses(401, 404))
+async def get_export(job_id: str, request: Request, state: State) -> ExportJob:
+    tenant = tenant_of(request.headers, state.settings.api_keys)
+    record = await anyio.to_thread.run_sync(jobs_of(state).get, tenant, job_id)
+    return to_wire(record)
+
+
+@router.get(
+    "/{job_id}/result",
+    response_class=FileResponse,
+    responses={
+        200: {"description": "The rendered file", "content": {t: {} for t in MEDIA_TYPES.values()}},
+        **_responses(401, 404, 409, 410),
+    },
+)
+async def get_export_result(job_id: str, request: Request, state: State) -> FileResponse:
+    tenant = tenant_of(request.headers, state.settings.api_keys)
+    record, path = await anyio.to_thread.run_sync(jobs_of(state).result, tenant, job_id)
+    return FileResponse(
+        path,
+        media_type=MEDIA_TYPES[record.format],
+        filename=download_name(record.filename, record.format),
+        headers={"X-Foley-Tier": record.tier},
+    )
+
+
+@router.delete("/{job_id}", status_code=202, responses=_responses(401, 404, 409))
+async def cancel_export(job_id: str, request: Request, state: State) -> ExportJob:
+    """Cancel: a queued job at once, a running one at its next window (poll for `cancelled`)."""
+    tenant = tenant_of(request.headers, state.settings.api_keys)
+    record = await anyio.to_thread.run_sync(jobs_of(state).cancel, tenant, job_id)
+    return to_wire(record)
+
+
+def to_wire(record: JobRecord) -> ExportJob:
+    done = record.state == "succeeded"
+    return ExportJob(
+        id=record.id,
+        state=record.state,
+        progress=record.progress,
+        format=record.format,
+        sample_rate=record.sample_rate,
+        tier=record.tier,
+        filename=record.filename,
+        attempts=record.attempts,
+        cancel_requested=record.cancel_requested,
+        created_at=_time(record.created_at),
+        started_at=_time(record.started_at),
+        finished_at=_time(record.finished_at),
+        expires_at=_time(record.expires_at),
+        duration_s=record.duration_s,
+        result_bytes=record.result_bytes,
+        result_url=f"/v1/exports/{record.id}/result" if done else None,
+        timings=record.timings,
+        error=ErrorBody(code=record.error.code, reason=record.error.reason)
+        if record.error
+        else None,
+    )
+
+
+def _time(t: float | None) -> datetime | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC)
+
+
+def _remove_tree(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,41 @@
+"""The engines a job process renders with: one per tier, loaded and warmed on first use."""
+
+from __future__ import annotations
+
+import threading
+
+from service.config import Settings
+from service.errors import InvalidInput
+
+
+def tier_exists(settings: Settings, tier: str) -> bool:
+    return tier.isidentifier() and (settings.models_dir / tier / "config.json").is_file()
+
+
+def check_tier(settings: Settings, tier: str) -> None:
+    """Refuse a job for a tier this deployment does not ship, before it is queued."""
+    if not tier_exists(settings, tier):
+        raise InvalidInput(f"no model tier named {tier!r} is installed", code="unknown_tier")
+
+
+class EngineRegistry:
+    """tier name -> FoleyEngine, each loaded once (thread-safe). `preloaded` engines (the API's
+    default tier) are used as they are."""
+
+    def __init__(self, settings: Settings, preloaded: dict[str, object] | None = None) -> None:
+        self.settings = settings
+        self._engines: dict[str, object] = dict(preloaded or {})
+        self._lock = threading.Lock()
+
+    def __call__(self, tier: str) -> object:
+        with self._lock:
+            engine = self._engines.get(tier)
+            if engine is None:
+                check_tier(self.settings, tier)
+                # Imported here: the API imports this module without loading ONNX Runtime.
+                from service.pipeline.engine import FoleyEngine
+
+                engine = FoleyEngine.load(self.settings.model_copy(update={"default_tier": tier}))
+                engine.warmup()
+                self._engines[tier] = engine
+            return engine

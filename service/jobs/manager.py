@@ -1,0 +1,193 @@
+"""What the API does with export jobs: accept, look up, cancel; transport-free.
+
+Accepting a job is ordered so that nothing accepted is lost and nothing half-made runs:
+the record is created first (atomically with its idempotency key), then the upload is moved
+into the job's directory, then the job is queued. A job that cannot be queued (broker down)
+is failed at once and the request refused, so a client never holds an id that will not run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ParamSpec, Protocol, TypeVar
+
+import redis
+
+from service.config import Settings
+from service.errors import FoleyError, InvalidInput
+from service.jobs.records import JobError, JobRecord
+from service.jobs.storage import JobStorage
+from service.jobs.store import JobStore
+
+log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class JobQueue(Protocol):
+    name: str  # "embedded" or "celery"
+
+    def submit(self, job_id: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class JobNotFound(FoleyError):
+    code = "job_not_found"
+    http_status = 404
+
+
+class JobConflict(FoleyError):
+    """The job is not in a state that allows this (a result before it is done, ...)."""
+
+    code = "job_conflict"
+    http_status = 409
+
+
+class ResultExpired(FoleyError):
+    code = "result_expired"
+    http_status = 410
+
+
+class QueueFull(FoleyError):
+    code = "busy"
+    http_status = 503
+
+
+class QueueUnavailable(FoleyError):
+    code = "queue_unavailable"
+    http_status = 503
+
+
+def _store_errors(method: Callable[P, R]) -> Callable[P, R]:
+    """The store not answering (the broker Redis down) is the queue being unavailable: 503."""
+
+    @functools.wraps(method)
+    def wrapped(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return method(*args, **kwargs)
+        except redis.RedisError as exc:
+            raise QueueUnavailable(f"the job store is not answering ({exc})") from exc
+
+    return wrapped
+
+
+@dataclass(frozen=True)
+class Accepted:
+    record: JobRecord
+    created: bool  # False: an earlier request with the same idempotency key made it
+
+
+class JobManager:
+    def __init__(
+        self, settings: Settings, store: JobStore, storage: JobStorage, queue: JobQueue
+    ) -> None:
+        self.settings, self.store, self.storage, self.queue = settings, store, storage, queue
+
+    @_store_errors
+    def check_capacity(self) -> None:
+        limit = self.settings.export_max_pending
+        if self.store.active_count() >= limit:
+            raise QueueFull(f"{limit} export jobs are already queued or running; retry later")
+
+    @_store_errors
+    def submit(self, record: JobRecord, upload: Path) -> Accepted:
+        """Accept a job for the upload at `upload` (in `storage.receiving_dir()`); the upload is
+        moved or removed."""
+        try:
+            stored = self.store.create(record)
+            if stored.id != record.id:
+                _check_same_request(stored, record)
+                return Accepted(stored, created=False)
+            self.storage.adopt(record.id, upload)
+        finally:
+            shutil.rmtree(upload.parent, ignore_errors=True)
+        try:
+            self.queue.submit(record.id)
+        except Exception as exc:
+            log.exception("job %s could not be queued", record.id)
+            reason = f"the job queue is unavailable ({type(exc).__name__})"
+            now = time.time()
+            self.store.transition(
+                record.id,
+                {"queued"},
+                {
+                    "state": "failed",
+                    "error": JobError("queue_unavailable", reason),
+                    "finished_at": now,
+                    "expires_at": now + self.settings.export_result_ttl_s,
+                },
+                ttl_s=self.settings.export_result_ttl_s,
+            )
+            self.storage.remove(record.id)
+            raise QueueUnavailable(reason) from exc
+        log.info("job %s queued (%s, %s)", record.id, record.tier, record.format)
+        return Accepted(record, created=True)
+
+    @_store_errors
+    def get(self, tenant: str, job_id: str) -> JobRecord:
+        """The tenant's job; another tenant's is as unknown as one that never was."""
+        record = self.store.get(job_id)
+        if record is None or record.tenant != tenant:
+            raise JobNotFound(f"no export job {job_id!r}")
+        return record
+
+    @_store_errors
+    def cancel(self, tenant: str, job_id: str) -> JobRecord:
+        """A queued job is cancelled at once; a running one at its next window."""
+        record = self.get(tenant, job_id)
+        if record.finished:
+            raise JobConflict(f"the job has already {record.state}", code="job_finished")
+        ttl = self.settings.export_result_ttl_s
+        now = time.time()
+        cancelled = self.store.transition(
+            job_id,
+            {"queued"},
+            {"state": "cancelled", "cancel_requested": True, "finished_at": now,
+             "expires_at": now + ttl},
+            ttl_s=ttl,
+        )  # fmt: skip
+        if cancelled is not None:
+            self.storage.remove(job_id)
+            return cancelled
+        flagged = self.store.transition(job_id, {"running"}, {"cancel_requested": True})
+        return flagged or self.get(tenant, job_id)
+
+    @_store_errors
+    def result(self, tenant: str, job_id: str) -> tuple[JobRecord, Path]:
+        record = self.get(tenant, job_id)
+        if record.state != "succeeded":
+            raise JobConflict(f"the job has no result: it is {record.state}", code="no_result")
+        path = self.storage.result_path(job_id, record.format)
+        if not path.is_file():
+            raise ResultExpired("the result has expired")
+        return record, path
+
+    def healthy(self) -> bool:
+        return self.store.healthy()
+
+    def sweep(self) -> int:
+        return self.storage.sweep(self.store)
+
+    def close(self) -> None:
+        self.queue.close()
+        if self.storage.owned:
+            shutil.rmtree(self.storage.root, ignore_errors=True)
+
+
+def _check_same_request(earlier: JobRecord, now: JobRecord) -> None:
+    """An idempotency key stands for one request: reusing it for another is a client bug."""
+    mine = (earlier.format, earlier.sample_rate, earlier.tier, earlier.upload_sha256)
+    theirs = (now.format, now.sample_rate, now.tier, now.upload_sha256)
+    if mine != theirs:
+        raise InvalidInput(
+            "this Idempotency-Key was used for another request (another file or parameters: "
+            f"{earlier.format}, {earlier.sample_rate} Hz, tier {earlier.tier})",
+            code="idempotency_key_reused",
+        )

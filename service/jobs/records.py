@@ -1,0 +1,77 @@
+"""Export job records: the one source of truth about a job, whatever runs it.
+
+A record is created `queued` when the API accepts a job and moves only along
+
+    queued -> running -> succeeded | failed | cancelled
+    queued -> cancelled | failed
+    running -> queued          (a transient error: the job will be retried)
+    running -> running         (a lost worker's job started again; `attempts` counts the starts)
+
+Every move is a compare-and-set on the current state (`JobStore.transition`), so two deliveries
+of one job can never both finish it: exactly one terminal state, exactly one result.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Literal
+
+JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+ACTIVE: frozenset[str] = frozenset({"queued", "running"})
+
+
+def new_job_id() -> str:
+    """128 random bits, URL-safe: unguessable, so an id is no key to somebody else's job."""
+    return secrets.token_urlsafe(16)
+
+
+@dataclass(frozen=True)
+class JobError:
+    code: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: str
+    tenant: str  # whose job: derived from the API key ("public" without keys)
+    format: str
+    sample_rate: int
+    tier: str
+    filename: str | None = None  # the upload's name, for the download's name
+    idempotency_key: str | None = None
+    upload_sha256: str | None = None  # tells a retried request from another with the same key
+    state: JobState = "queued"
+    progress: float = 0.0  # 0..1 of the video decoded and rendered
+    attempts: int = 0  # starts, a lost worker's included
+    cancel_requested: bool = False
+    created_at: float = field(default_factory=time.time)  # unix seconds
+    started_at: float | None = None
+    finished_at: float | None = None
+    expires_at: float | None = None  # set when finished: record and result go after this
+    worker: str | None = None  # host:pid of the process running it (for operators and tests)
+    duration_s: float | None = None  # of the video, once rendered
+    result_bytes: int | None = None
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    error: JobError | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
+
+    def to_fields(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_fields(cls, raw: dict[str, Any]) -> JobRecord:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in raw.items() if k in known}
+        if values.get("error") is not None:
+            values["error"] = JobError(**values["error"])
+        return cls(**values)
+
+    def updated(self, **changes: Any) -> JobRecord:
+        return replace(self, **changes)

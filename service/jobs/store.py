@@ -1,0 +1,277 @@
+"""Where job records live: in this process (embedded mode) or in the broker's Redis.
+
+Both stores give the same guarantees:
+- `create` is atomic with its idempotency key: two requests with one key get one job.
+- `transition` is a compare-and-set on the record's state (and, for starts, on `attempts`), so
+  of two processes racing to move a job, exactly one does.
+- Active records never expire; a finished record (and its idempotency key) expires `ttl_s`
+  after it finished.
+
+Redis keeps a record as a hash of JSON-encoded fields; every multi-step change is one Lua script,
+so it is atomic without WATCH loops. Job records want the broker Redis (noeviction, AOF), not the
+cache Redis, which may evict anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, is_dataclass
+from typing import Any, Protocol
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from service.jobs.records import ACTIVE, JobRecord
+
+
+class JobStore(Protocol):
+    """Thread-safe."""
+
+    def create(self, record: JobRecord) -> JobRecord:
+        """Store a new record; if its tenant already used its idempotency key, store nothing and
+        return that job's record instead (compare ids to tell)."""
+        ...
+
+    def get(self, job_id: str) -> JobRecord | None: ...
+
+    def transition(
+        self,
+        job_id: str,
+        expect: Iterable[str],
+        changes: dict[str, Any],
+        *,
+        attempts: int | None = None,
+        ttl_s: float | None = None,
+    ) -> JobRecord | None:
+        """Apply `changes` if the job's state is in `expect` (and its attempts equal `attempts`
+        when given); returns the new record, or None if the job is missing or moved on.
+        `ttl_s`: the record (and its idempotency key) expire that long from now."""
+        ...
+
+    def active_count(self) -> int:
+        """Jobs queued or running."""
+        ...
+
+    def healthy(self) -> bool:
+        """Answering now (quickly: for /readyz)."""
+        ...
+
+
+def idempotency_slot(tenant: str, key: str) -> str:
+    """The tenant's key, hashed: any length or character set makes one short store key."""
+    return hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()[:32]
+
+
+class MemoryJobStore:
+    """The embedded store: records in a dict, gone with the process (as are its jobs)."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, tuple[JobRecord, float]] = {}  # id -> (record, expires)
+        self._keys: dict[str, str] = {}  # idempotency slot -> job id
+        self._lock = threading.Lock()
+
+    def create(self, record: JobRecord) -> JobRecord:
+        with self._lock:
+            self._sweep()
+            slot = _slot(record)
+            if slot is not None and self._keys.get(slot) in self._records:
+                return self._records[self._keys[slot]][0]
+            if slot is not None:
+                self._keys[slot] = record.id
+            self._records[record.id] = (record, float("inf"))
+            return record
+
+    def get(self, job_id: str) -> JobRecord | None:
+        with self._lock:
+            self._sweep()
+            item = self._records.get(job_id)
+            return item[0] if item else None
+
+    def transition(
+        self,
+        job_id: str,
+        expect: Iterable[str],
+        changes: dict[str, Any],
+        *,
+        attempts: int | None = None,
+        ttl_s: float | None = None,
+    ) -> JobRecord | None:
+        with self._lock:
+            item = self._records.get(job_id)
+            if item is None or item[0].state not in set(expect):
+                return None
+            record, expires = item
+            if attempts is not None and record.attempts != attempts:
+                return None
+            record = record.updated(**changes)
+            if ttl_s is not None:
+                expires = time.monotonic() + ttl_s
+            self._records[job_id] = (record, expires)
+            return record
+
+    def active_count(self) -> int:
+        with self._lock:
+            return sum(1 for record, _ in self._records.values() if record.state in ACTIVE)
+
+    def healthy(self) -> bool:
+        return True
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for job_id in [i for i, (_, expires) in self._records.items() if expires <= now]:
+            record, _ = self._records.pop(job_id)
+            slot = _slot(record)
+            if slot is not None and self._keys.get(slot) == job_id:
+                del self._keys[slot]
+
+
+def _slot(record: JobRecord) -> str | None:
+    if record.idempotency_key is None:
+        return None
+    return idempotency_slot(record.tenant, record.idempotency_key)
+
+
+# KEYS: record, idempotency key (or ""), active set. ARGV: id, the records' key prefix, then
+# field/value pairs.
+_CREATE = """
+if KEYS[2] ~= '' then
+  local existing = redis.call('GET', KEYS[2])
+  if existing and redis.call('EXISTS', ARGV[2] .. existing) == 1 then return existing end
+  redis.call('SET', KEYS[2], ARGV[1])
+end
+redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+redis.call('SADD', KEYS[3], ARGV[1])
+return ARGV[1]
+"""
+
+# KEYS: record, idempotency key (or ""), active set. ARGV: id, ttl (0: none), attempts ("" or
+# the expected count), number of expected states, the states (JSON), then field/value pairs.
+_TRANSITION = """
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return false end
+local n = tonumber(ARGV[4])
+local ok = false
+for i = 5, 4 + n do if ARGV[i] == state then ok = true end end
+if not ok then return false end
+if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[3] then return false end
+if #ARGV > 4 + n then redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n)) end
+local now = redis.call('HGET', KEYS[1], 'state')
+if now ~= '"queued"' and now ~= '"running"' then redis.call('SREM', KEYS[3], ARGV[1]) end
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('EXPIRE', KEYS[1], ttl)
+  if KEYS[2] ~= '' then redis.call('EXPIRE', KEYS[2], ttl) end
+end
+return redis.call('HGETALL', KEYS[1])
+"""
+
+
+PROBE_TIMEOUT_S = 0.25
+
+
+class RedisJobStore:
+    """Records in Redis (the broker's instance): shared by the API and every worker."""
+
+    def __init__(
+        self, client: redis.Redis, *, probe: redis.Redis | None = None, prefix: str = "foley:"
+    ) -> None:
+        self.client = client
+        self._probe = probe or client
+        self.prefix = prefix
+        self._create = client.register_script(_CREATE)
+        self._transition = client.register_script(_TRANSITION)
+
+    @classmethod
+    def from_url(cls, url: str) -> RedisJobStore:
+        # Records are the source of truth: the default retries ride out a broker restart. The
+        # probe (/readyz) must answer at once: short timeouts, no retries.
+        probe = redis.Redis.from_url(
+            url,
+            socket_connect_timeout=PROBE_TIMEOUT_S,
+            socket_timeout=PROBE_TIMEOUT_S,
+            retry=Retry(NoBackoff(), 0),
+        )
+        return cls(
+            redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10), probe=probe
+        )
+
+    def create(self, record: JobRecord) -> JobRecord:
+        slot = _slot(record)
+        job_id = self._create(
+            keys=[self._key(record.id), self._idem_key(slot), self._active],
+            args=[record.id, self._key(""), *_flatten(record.to_fields())],
+        ).decode()
+        if job_id == record.id:
+            return record
+        existing = self.get(job_id)
+        if existing is None:  # expired between the script and now: vanishingly rare
+            raise redis.RedisError("an idempotent job expired while being looked up")
+        return existing
+
+    def get(self, job_id: str) -> JobRecord | None:
+        raw = self.client.hgetall(self._key(job_id))
+        return _record(raw) if raw else None
+
+    def transition(
+        self,
+        job_id: str,
+        expect: Iterable[str],
+        changes: dict[str, Any],
+        *,
+        attempts: int | None = None,
+        ttl_s: float | None = None,
+    ) -> JobRecord | None:
+        expect = [json.dumps(s) for s in expect]
+        record = self.get(job_id)
+        if record is None:
+            return None
+        raw = self._transition(
+            keys=[self._key(job_id), self._idem_key(_slot(record)), self._active],
+            args=[
+                job_id,
+                max(1, round(ttl_s)) if ttl_s is not None else 0,
+                "" if attempts is None else json.dumps(attempts),
+                len(expect),
+                *expect,
+                *_flatten(changes),
+            ],
+        )
+        if not raw:
+            return None
+        return _record(dict(zip(raw[::2], raw[1::2], strict=True)))
+
+    def active_count(self) -> int:
+        return int(self.client.scard(self._active))
+
+    def healthy(self) -> bool:
+        try:
+            return bool(self._probe.ping())
+        except redis.RedisError:
+            return False
+
+    @property
+    def _active(self) -> str:
+        return self.prefix + "jobs:active"
+
+    def _key(self, job_id: str) -> str:
+        return f"{self.prefix}job:{job_id}"
+
+    def _idem_key(self, slot: str | None) -> str:
+        return "" if slot is None else f"{self.prefix}idem:{slot}"
+
+
+def _flatten(values: dict[str, Any]) -> list[str]:
+    return [part for name, value in values.items() for part in (name, json.dumps(_plain(value)))]
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value) if is_dataclass(value) and not isinstance(value, type) else value
+
+
+def _record(raw: dict[bytes, bytes]) -> JobRecord:
+    return JobRecord.from_fields({k.decode(): json.loads(v) for k, v in raw.items()})

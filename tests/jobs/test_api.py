@@ -1,0 +1,161 @@
+"""The export API's contract on the embedded queue (no broker): states, results, cancel,
+tenants, idempotency and refusals. The engine is a test double that the test steps through."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from fastapi.testclient import TestClient
+
+from service.api import create_app
+from service.config import Settings
+from service.errors import MediaError
+from service.jobs import create_job_manager
+from service.jobs.engines import EngineRegistry
+from service.pipeline.types import RenderResult
+from tests.jobs.conftest import StubEngine, finished, wait_for
+
+WINDOWS = 10
+
+
+class SteppedEngine:
+    """Renders in WINDOWS windows, reporting progress after each; while `gate` is clear it
+    waits before every window, so a test can hold a job mid-render."""
+
+    tier = SimpleNamespace(name="export", version="test")
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.gate.set()
+        self.windows_run = 0
+        self.fail_with: Exception | None = None
+
+    def render(self, input_path: Path, output_path: Path, options, progress=None):
+        if self.fail_with is not None:
+            raise self.fail_with
+        for i in range(WINDOWS):
+            assert self.gate.wait(timeout=30)
+            self.windows_run += 1
+            if progress is not None:
+                progress((i + 1) / WINDOWS)
+        output_path.write_bytes(b"track of " + input_path.read_bytes())
+        return RenderResult(output_path, options.format, options.sample_rate, 0.0, 1.0, 30,
+                            "export", "test", {"total": 0.01})  # fmt: skip
+
+
+@pytest.fixture
+def engine() -> SteppedEngine:
+    return SteppedEngine()
+
+
+def client_for(engine: SteppedEngine, **settings) -> TestClient:
+    config = Settings(cache_max_bytes=0, **settings)
+    registry = EngineRegistry(config, preloaded={"export": engine})
+    app = create_app(
+        config,
+        engine_loader=lambda s: StubEngine(),
+        job_manager=lambda s: create_job_manager(s, engines=registry),
+    )
+    return TestClient(app)
+
+
+@pytest.fixture
+def api(engine):
+    with client_for(engine) as client:
+        yield client
+
+
+def post(client: TestClient, data: bytes = b"video bytes", name: str = "reel 1.mov", **kw):
+    return client.post("/v1/exports", files={"file": (name, data)}, **kw)
+
+
+def test_a_job_is_accepted_runs_and_serves_its_result(api):
+    response = post(api, params={"format": "flac", "sample_rate": "24000"})
+    assert response.status_code == 202
+    job = response.json()
+    assert response.headers["location"] == f"/v1/exports/{job['id']}"
+    assert len(job["id"]) >= 22  # 128 random bits
+    assert (job["state"], job["tier"], job["format"], job["sample_rate"]) == (
+        "queued", "export", "flac", 24000,
+    )  # fmt: skip
+    done = wait_for(api, job["id"], finished)
+    assert done["state"] == "succeeded" and done["progress"] == 1.0
+    assert done["result_url"] == f"/v1/exports/{job['id']}/result"
+    assert done["expires_at"] > done["finished_at"]
+    result = api.get(done["result_url"])
+    assert result.status_code == 200
+    assert result.content == b"track of video bytes"
+    assert result.headers["content-type"] == "audio/flac"
+    assert 'filename="reel_1.foley.flac"' in result.headers["content-disposition"]
+
+
+def test_progress_is_reported_while_running_and_no_result_before(api, engine):
+    engine.gate.clear()
+    job_id = post(api).json()["id"]
+    wait_for(api, job_id, lambda j: j["state"] == "running")
+    assert api.get(f"/v1/exports/{job_id}/result").json()["error"]["code"] == "no_result"
+    engine.gate.set()
+    assert wait_for(api, job_id, finished)["state"] == "succeeded"
+
+
+def test_cancel_stops_a_running_job_at_the_next_window(api, engine):
+    engine.gate.clear()
+    job_id = post(api).json()["id"]
+    wait_for(api, job_id, lambda j: j["state"] == "running")
+    cancelling = api.delete(f"/v1/exports/{job_id}")
+    assert cancelling.status_code == 202 and cancelling.json()["cancel_requested"]
+    engine.gate.set()
+    job = wait_for(api, job_id, finished)
+    assert job["state"] == "cancelled"
+    assert engine.windows_run == 1  # the window in flight, then it stopped
+    assert api.delete(f"/v1/exports/{job_id}").json()["error"]["code"] == "job_finished"
+
+
+def test_a_job_that_fails_says_why(api, engine):
+    engine.fail_with = MediaError("no video stream in the file", code="no_video")
+    job = wait_for(api, post(api).json()["id"], finished)
+    assert job["state"] == "failed"
+    assert job["error"] == {"code": "no_video", "reason": "no video stream in the file"}
+    assert job["attempts"] == 1
+
+
+def test_an_idempotency_key_returns_the_first_job(api):
+    first = post(api, headers={"Idempotency-Key": "reel-1/v3"})
+    again = post(api, headers={"Idempotency-Key": "reel-1/v3"})
+    assert first.status_code == again.status_code == 202
+    assert again.json()["id"] == first.json()["id"]
+    assert again.headers["idempotent-replayed"] == "true"
+    assert "idempotent-replayed" not in first.headers
+    other = post(api, headers={"Idempotency-Key": "reel-1/v3"}, params={"format": "flac"})
+    assert other.status_code == 422
+    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    another_file = post(api, b"other video", headers={"Idempotency-Key": "reel-1/v3"})
+    assert another_file.json()["error"]["code"] == "idempotency_key_reused"
+    bad = post(api, headers={"Idempotency-Key": "x" * 256})
+    assert bad.status_code == 422
+
+
+def test_jobs_belong_to_their_key(engine):
+    with client_for(engine, api_keys=["alice-key", "bob-key"]) as client:
+        assert post(client).status_code == 401
+        alice, bob = {"X-API-Key": "alice-key"}, {"X-API-Key": "bob-key"}
+        job = post(client, headers=alice).json()["id"]
+        assert client.get(f"/v1/exports/{job}", headers=alice).status_code == 200
+        for method, path in (("get", ""), ("delete", ""), ("get", "/result")):
+            theirs = client.request(method, f"/v1/exports/{job}{path}", headers=bob)
+            assert theirs.status_code == 404
+        assert client.get(f"/v1/exports/{job}").status_code == 401
+
+
+def test_refusals(engine):
+    with client_for(engine, export_max_pending=1) as client:
+        assert post(client, params={"tier": "nope"}).json()["error"]["code"] == "unknown_tier"
+        assert client.get("/v1/exports/unknown").status_code == 404
+        engine.gate.clear()
+        post(client)
+        busy = post(client)
+        assert busy.status_code == 503 and busy.json()["error"]["code"] == "busy"
+        engine.gate.set()

@@ -1,0 +1,86 @@
+"""The job store contract, for both stores: atomic idempotent create, compare-and-set moves,
+expiry of finished records only."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from service.jobs.records import JobError, JobRecord, new_job_id
+from service.jobs.store import MemoryJobStore, RedisJobStore
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store(request):
+    if request.param == "memory":
+        return MemoryJobStore()
+    server = request.getfixturevalue("redis_server")
+    return RedisJobStore.from_url(server.url)
+
+
+def record(key: str | None = None, tenant: str = "t1") -> JobRecord:
+    return JobRecord(
+        id=new_job_id(), tenant=tenant, format="wav", sample_rate=48000, tier="export",
+        idempotency_key=key,
+    )  # fmt: skip
+
+
+def test_a_record_round_trips(store):
+    r = record()
+    assert store.create(r) == r
+    assert store.get(r.id) == r
+    assert store.get(new_job_id()) is None
+    assert store.active_count() == 1
+
+
+def test_an_idempotency_key_makes_one_job_per_tenant(store):
+    first = store.create(record("k"))
+    again = store.create(record("k"))
+    assert again.id == first.id
+    other_tenant = store.create(record("k", tenant="t2"))
+    assert other_tenant.id != first.id
+    assert store.active_count() == 2
+
+
+def test_concurrent_creates_with_one_key_make_one_job(store):
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(lambda _: store.create(record("same")).id, range(32)))
+    assert len(ids) == 1
+
+
+def test_transition_is_a_compare_and_set(store):
+    r = store.create(record())
+    started = store.transition(r.id, {"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    assert started is not None and started.state == "running" and started.attempts == 1
+    # A second start with the old attempt count loses, whatever the state allows.
+    assert store.transition(r.id, {"queued", "running"}, {"attempts": 1}, attempts=0) is None
+    assert store.transition(r.id, {"queued"}, {"state": "cancelled"}) is None
+    error = JobError("x", "why")
+    failed = store.transition(r.id, {"running"}, {"state": "failed", "error": error})
+    assert failed is not None and failed.error == error and failed.finished
+    assert store.get(r.id) == failed
+    assert store.active_count() == 0
+
+
+def test_racing_starts_have_one_winner(store):
+    r = store.create(record())
+
+    def start(_):
+        return store.transition(r.id, {"queued", "running"}, {"state": "running", "attempts": 1},
+                                attempts=0)  # fmt: skip
+
+    with ThreadPoolExecutor(8) as pool:
+        winners = [w for w in pool.map(start, range(16)) if w is not None]
+    assert len(winners) == 1
+
+
+def test_only_finished_records_expire(store):
+    active, done = store.create(record("a")), store.create(record("b"))
+    store.transition(done.id, {"queued"}, {"state": "cancelled"}, ttl_s=1)
+    time.sleep(1.6)
+    assert store.get(active.id) is not None
+    assert store.get(done.id) is None
+    # The expired job's idempotency key is free again.
+    assert store.create(record("b")).id != done.id
