@@ -6,9 +6,10 @@ costs, and how far its track is from the track without it.
 (a) Static skip: a 10 s 1280x720 H.264 clip (crf 18) of four simulated shots in which objects
     fall, bounce and come to rest, so about half the frames do not move. Renders to WAV with and
     without static skip (window memo off in both).
-(b) Motion templates: a 2 s shot looped four times and encoded with H.264 with a keyframe every
-    45 frames, so no two loops decode alike. Window memo from an empty cache, with and without
-    templates: hit rate, time, and the onsets against the track without templates.
+(b) Motion templates: eight scenes, each a 2 s shot looped four times and encoded with H.264
+    with a keyframe every 45 frames, so no two loops decode alike. Window memo from an empty
+    cache, with and without templates: hit rate, and the onsets against the track without
+    templates, per scene; time on the first.
 (c) Incremental re-render: the clip of (a) encoded the way an editor that does not re-encode
     unchanged frames leaves it (fixed 15-frame GOPs, constant QP: an unchanged GOP decodes to the
     same pixels), then edited: the first 45 frames trimmed, or a 2 s shot in the middle replaced.
@@ -42,7 +43,8 @@ from service.pipeline.types import RenderOptions, RenderResult
 CACHE = Path(__file__).resolve().parent / ".cache" / "caches"
 SIZE = (1280, 720)
 SHOTS = (101, 107, 109, 121)  # "drop" scenes that rest for 46-61% of 2.5 s
-REPLACEMENT, LOOPED = 118, 21
+REPLACEMENT = 118
+LOOPED = tuple(range(21, 29))  # the scenes of the looped clips
 TRIM, REPLACED = 45, (150, 210)
 CRF = {"crf": "18", "preset": "veryfast"}
 LOOP = {**CRF, "g": "45"}
@@ -88,7 +90,7 @@ def _encode(path: Path, frames: np.ndarray, options: dict[str, str]) -> None:
 def clips() -> dict[str, Path]:
     """The benchmark's clips, simulated and encoded once (about two minutes) into bench/.cache;
     also how many frames of the shots do not move as rendered (before H.264)."""
-    names = ("shots", "loop", "original", "trimmed", "replaced", "reencoded")
+    names = ("shots", "original", "trimmed", "replaced", "reencoded", *(f"loop{s}" for s in LOOPED))
     paths = {name: CACHE / f"{name}.mp4" for name in names}
     paths["static"] = CACHE / "static.txt"
     if all(p.exists() for p in paths.values()):
@@ -105,7 +107,8 @@ def clips() -> dict[str, Path]:
     shots[a:b] = _shot(REPLACEMENT, (b - a) / 30)
     _encode(paths["replaced"], shots, GOP)
     del shots
-    _encode(paths["loop"], np.concatenate([_shot(LOOPED, 2.0)] * 4), LOOP)
+    for seed in LOOPED:
+        _encode(paths[f"loop{seed}"], np.concatenate([_shot(seed, 2.0)] * 4), LOOP)
     return paths
 
 
@@ -164,17 +167,23 @@ def interleaved(repeat: int, sides: list[Callable[[], object]]) -> None:
             side()
 
 
-def compare(track: np.ndarray, reference: np.ndarray) -> str:
-    """Largest difference of two 16-bit tracks (in steps of 1/32768) and their onsets."""
+def differences(track: np.ndarray, reference: np.ndarray) -> tuple[int, int, int, int]:
+    """Largest difference of two 16-bit tracks (in steps of 1/32768), and their onsets: matched,
+    in the reference, extra."""
     from engines.eval.onsets import detect_onsets, match_onsets
 
     steps = int(np.abs(track.astype(np.int32) - reference).max())
-    peak = int(np.abs(reference).max())
     expected = detect_onsets(reference / 32768.0, 48000)
     score = match_onsets(detect_onsets(track / 32768.0, 48000), expected)
+    return steps, score.true_positives, len(expected), score.false_positives
+
+
+def compare(track: np.ndarray, reference: np.ndarray) -> str:
+    steps, matched, expected, extra = differences(track, reference)
+    peak = int(np.abs(reference).max())
     return (
         f"max |difference| {steps} (peak {peak}, steps of 1/32768), onsets "
-        f"{score.true_positives}/{len(expected)} matched, {score.false_positives} extra"
+        f"{matched}/{expected} matched, {extra} extra"
     )
 
 
@@ -221,22 +230,37 @@ def static_skip(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: in
 
 
 def templates(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: int) -> None:
-    clip = paths["loop"]
     exact = Variant(base, out, "exact", window_memo=True, motion_templates=False)
     tpl = Variant(base, out, "templates", window_memo=True, motion_templates=True)
 
-    def cold(variant: Variant) -> Callable[[], None]:
+    def cold(variant: Variant, clip: Path) -> Callable[[], None]:
         # Every hit comes from the loop itself, not from an earlier repeat.
         return lambda: (variant.fresh(), variant.render(clip))
 
-    interleaved(repeat, [cold(exact), cold(tpl)])
-    reuse = tpl.results[0].reuse
-    print(f"\n(b) motion templates: {clip.name}, a 2 s shot looped 4 times, empty cache")
-    print(
-        f"windows {reuse.windows}: template hits {reuse.windows_template} "
-        f"({reuse.windows_template / reuse.windows:.0%}), exact hits {reuse.windows_exact}; "
-        f"without templates: exact hits {exact.results[0].reuse.windows_exact}\n"
-    )
+    loops = [paths[f"loop{seed}"] for seed in LOOPED]
+    print(f"\n(b) motion templates: {len(loops)} scenes, each a 2 s shot looped 4 times, H.264; "
+          "an empty cache for each")  # fmt: skip
+    print("| loop | windows | template hits | exact hits | onsets matched | extra onsets | "
+          "max abs difference (1/32768) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|")
+    totals = np.zeros(5, np.int64)
+    for clip in loops:
+        for variant in (exact, tpl):
+            variant.reset()
+            cold(variant, clip)()
+        reuse = tpl.results[0].reuse
+        steps, matched, expected, extra = differences(tpl.track, exact.track)
+        print(f"| {clip.stem} | {reuse.windows} | {reuse.windows_template} | "
+              f"{reuse.windows_exact} | {matched}/{expected} | {extra} | {steps} |")  # fmt: skip
+        totals += [reuse.windows, reuse.windows_template, matched, expected, extra]
+    windows, hits, matched, expected, extra = totals.tolist()
+    print(f"\nall: template hits {hits} of {windows} windows ({hits / windows:.0%}); onsets "
+          f"{matched}/{expected} matched, {extra} extra")  # fmt: skip
+    exact.reset()
+    tpl.reset()
+    clip = loops[0]
+    interleaved(repeat, [cold(exact, clip), cold(tpl, clip)])
+    print(f"\ntime on {clip.name}:\n")
     table(
         ("without (s)", "with (s)", "ratio"),
         [
@@ -245,7 +269,6 @@ def templates(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: int)
             ("end to end, WAV", exact.end_to_end, tpl.end_to_end),
         ],
     )
-    print(f"\ntrack with templates against without: {compare(tpl.track, exact.track)}")
     print("(contact events are the generator's own in both: a template reuses the vocoder's part)")
 
 

@@ -1,6 +1,6 @@
 """Export queue throughput: jobs per minute on Celery workers, and on the embedded pool.
 
-    python -m bench.jobs [--jobs 12] [--workers 1 2]
+    python -m bench.jobs [--jobs 24] [--workers 1 2]
 
 Each job renders the 10 s 1280x720 H.264 clip of bench.offline to WAV with the `export` tier.
 Celery: a broker Redis as deployed (noeviction, AOF), `foley worker --concurrency N` in its own
@@ -79,7 +79,7 @@ def run_jobs(manager: JobManager, clip: Path, jobs: int) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--jobs", type=int, default=12)
+    parser.add_argument("--jobs", type=int, default=24)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     args = parser.parse_args(argv)
     clip = bench_clip()
@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
                     run_jobs(manager, clip, 2 * workers)  # warm: every child has rendered
                     seconds = run_jobs(manager, clip, args.jobs)
                 manager.close()
-            rows.append((f"celery, {workers} worker process(es)", seconds))
+            rows.append((f"Celery, {workers} worker process{'es' if workers > 1 else ''}", seconds))
         settings = Settings(cache_max_bytes=0, storage_dir=Path(tmp) / "embedded")
         manager = create_job_manager(settings)
         run_jobs(manager, clip, 1)

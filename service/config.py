@@ -69,9 +69,9 @@ class Settings(BaseSettings):
     # Offline renders keep windows of generator + vocoder output and encoder features in the
     # cache above, and reuse them for the same content from the same state (re-renders, edits).
     window_memo: bool = True
-    # Also reuse the vocoder's output for a repeated motion whose frames are not identical; off:
-    # it saves the vocoder on a fraction of such windows for output within 5% (`bench.caches`).
-    motion_templates: bool = False
+    # Also reuse the vocoder's output for a repeated motion whose frames are not identical (the
+    # generator still runs: contact events are always its own). `python -m bench.caches`.
+    motion_templates: bool = True
 
     # Export jobs (service.jobs). No broker URL: an in-process pool runs them and keeps their
     # records in memory. With one: Celery workers (`foley worker`) on that Redis, which also

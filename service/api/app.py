@@ -17,7 +17,7 @@ from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
 from service.api.state import Engine, EngineLoader, ServiceState
-from service.cache import Cache, RedisCache, create_cache
+from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
@@ -86,7 +86,7 @@ def _lifespan(
             tasks.cancel_scope.cancel()
         if state.preview is not None:
             state.preview.stop()
-        if cache is None and isinstance(state.cache, RedisCache):
+        if cache is None:
             state.cache.close()
         state.jobs.close()
 

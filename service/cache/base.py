@@ -7,6 +7,7 @@ whether the store is answering (the Redis store's circuit breaker).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 
@@ -19,8 +20,20 @@ class Cache(Protocol):
 
     def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None: ...
 
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """`get` of each key, in one round trip where the store has one."""
+        ...
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl_s: float | None = None) -> None:
+        """`set` of each item, in one round trip where the store has one."""
+        ...
+
     @property
     def healthy(self) -> bool: ...
+
+    def close(self) -> None:
+        """Release connections (the process is done with the cache)."""
+        ...
 
 
 class NoCache:
@@ -33,4 +46,13 @@ class NoCache:
         return None
 
     def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
+        return None
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [None] * len(keys)
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl_s: float | None = None) -> None:
+        return None
+
+    def close(self) -> None:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 
 
 class MemoryCache:
@@ -48,6 +49,16 @@ class MemoryCache:
             self.bytes += len(value)
             while self.bytes > self.max_bytes:
                 self._drop(next(iter(self._items)))
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        return [self.get(key) for key in keys]
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl_s: float | None = None) -> None:
+        for key, value in items:
+            self.set(key, value, ttl_s)
+
+    def close(self) -> None:
+        return None
 
     def __len__(self) -> int:
         return len(self._items)

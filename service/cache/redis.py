@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import redis
@@ -84,6 +84,27 @@ class RedisCache:
         ttl_s = ttl_s if ttl_s is not None else self.ttl_s
         px = max(1, round(ttl_s * 1000)) if ttl_s is not None else None
         self._call("SET", self.client.set, self.prefix + key, value, px=px)
+
+    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        answer = self._call("MGET", self.client.mget, [self.prefix + key for key in keys])
+        return list(answer) if answer is not None else [None] * len(keys)
+
+    def set_many(self, items: Sequence[tuple[str, bytes]], ttl_s: float | None = None) -> None:
+        items = [(k, v) for k, v in items if len(v) <= self.max_item_bytes]
+        if not items:
+            return
+        ttl_s = ttl_s if ttl_s is not None else self.ttl_s
+        px = max(1, round(ttl_s * 1000)) if ttl_s is not None else None
+
+        def send() -> None:
+            pipe = self.client.pipeline(transaction=False)
+            for key, value in items:
+                pipe.set(self.prefix + key, value, px=px)
+            pipe.execute()
+
+        self._call("SET (pipelined)", send)
 
     def close(self) -> None:
         """Close the pooled connections (at shutdown)."""

@@ -24,10 +24,8 @@ the state at its start and at its end. Two keys lead to it:
   TEMPLATE_MEL_TOLERANCE (amplitude, of the stored window's loudest band), and the vocoder
   starts within TEMPLATE_STATE_TOLERANCE of the stored start. Contact events are always the
   generator's own; a template only saves rendering a mel the vocoder has rendered before.
-  Measured by `python -m bench.caches`: on a looped 720p clip, 44% of windows hit, the vocoder
-  takes 0.45x the time, the track moves by at most 4/32768; but the onset detector of
-  engines.eval finds onsets that a track without templates lacks, at its -55 dBFS floor, where a
-  0.2 dB difference decides. Hence off by default (setting `motion_templates`).
+  Measured by `python -m bench.caches` on eight looped scenes: see docs/benchmarks.md for the
+  hit rate, the time saved and the onsets against the track without templates.
 
 Feature cache. An encoder feature is a function of a frame's pixels, its predecessor's and its
 age: `feat:v1:<tier>:<version>:<sha256>` of the two frames' digests and the age holds it,
@@ -67,8 +65,10 @@ STAGES = ("generator", "vocoder")
 FEATURE_STEP = 1e-3  # exact keys: features rounded to this
 STATE_TOLERANCE = 1e-4
 TEMPLATE_BITS = 16
-TEMPLATE_MEL_TOLERANCE = 0.05
-TEMPLATE_STATE_TOLERANCE = 0.05
+# 0.05 let one window in 120 (eight looped scenes) lift a track at the onset detector's floor
+# into 3 onsets the track without templates lacks; 0.02 adds none and keeps 38 of the 41 hits.
+TEMPLATE_MEL_TOLERANCE = 0.02
+TEMPLATE_STATE_TOLERANCE = 0.02
 
 SPARSE_SIZE = 8192  # state tensors at least this large are kept as their nonzero columns
 _WHOLE = np.array([-1.0], np.float32)
@@ -228,14 +228,17 @@ class FeatureCache:
         assert previous is not None
         return keys, previous
 
-    def get(self, key: str) -> np.ndarray | None:
-        value = self.cache.get(key)
+    def get_many(self, keys: list[str]) -> list[np.ndarray | None]:
+        """The features stored under `keys` (None where missing), in one cache round trip."""
+        return [self._feature(value) for value in self.cache.get_many(keys)]
+
+    def put_many(self, items: list[tuple[str, np.ndarray]]) -> None:
+        self.cache.set_many([(key, f.astype("<f4").tobytes()) for key, f in items])
+
+    def _feature(self, value: bytes | None) -> np.ndarray | None:
         if value is None or len(value) != 4 * self.dim:
             return None
         return np.frombuffer(value, "<f4").astype(np.float32)
-
-    def put(self, key: str, feature: np.ndarray) -> None:
-        self.cache.set(key, feature.astype("<f4").tobytes())
 
 
 def _shape(shape: list[int | str]) -> tuple[int, ...]:

@@ -158,8 +158,8 @@ class StreamRunner:
             feature = static.assemble(plan, out, self.tier.feature_dim)
             static.advance(stream.encoder, f.rgb, plan, feature)
             if self.memo is not None:
-                for i in plan.run[plan.keep].tolist():
-                    self.memo.features.put(keys[i], feature[i])
+                kept = plan.run[plan.keep].tolist()
+                self.memo.features.put_many([(keys[i], feature[i]) for i in kept])
             self.reuse.frames_static += int(np.sum(plan.modes == static.STATIC))
             self.reuse.frames_known += len(plan.known)
             features.append(feature)
@@ -174,9 +174,10 @@ class StreamRunner:
             return plan, []
         cache = self.memo.features
         keys, stream.digest = cache.keys(frames.rgb, frames.age, stream.digest)
+        found = cache.get_many(keys)  # one round trip per push, not per frame
 
         def lookup(i: int) -> np.ndarray | None:
-            return cache.get(keys[i])
+            return found[i]
 
         plan = static.plan(
             stream.encoder, frames.rgb, frames.age, threshold=self.static_threshold, lookup=lookup

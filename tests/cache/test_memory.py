@@ -93,3 +93,9 @@ def test_threads_never_push_it_over_budget() -> None:
         thread.join()
     assert 0 < cache.bytes <= 10_000
     assert cache.bytes == sum(len(v) for v, _ in cache._items.values())
+
+
+def test_many_keys_at_once() -> None:
+    cache = MemoryCache(100, max_item_bytes=10)
+    cache.set_many([("a", b"1"), ("b", b"22"), ("big", b"x" * 11)])
+    assert cache.get_many(["a", "b", "c", "big"]) == [b"1", b"22", None, None]

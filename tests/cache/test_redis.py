@@ -152,3 +152,18 @@ def test_the_circuit_opening_is_logged_even_within_the_minute(
     messages = [record.getMessage() for record in caplog.records]
     assert len(messages) == 2  # the first failure, then the opening
     assert "circuit open" in messages[1]
+
+
+def test_many_keys_in_one_round_trip(redis_server: RedisServer, clock: FakeClock) -> None:
+    cache = redis_cache(redis_server.url, clock)
+    cache.set_many([("a", b"1"), ("b", b"2"), ("big", b"x" * 1001)], ttl_s=30)
+    assert cache.get_many(["a", "missing", "b", "big"]) == [b"1", None, b"2", None]
+    assert 0 < redis_server.client().pttl("test:a") <= 30_000
+    assert cache.get_many([]) == []
+
+
+def test_many_keys_with_redis_down_are_misses(clock: FakeClock) -> None:
+    cache = redis_cache(dead_url(), clock)
+    cache.set_many([("a", b"1")])
+    assert cache.get_many(["a", "b"]) == [None, None]
+    assert cache.errors == 2
