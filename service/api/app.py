@@ -24,7 +24,7 @@ from service.jobs.manager import JobManager
 
 logger = logging.getLogger(__name__)
 JOB_SWEEP_INTERVAL_S = 60.0
-JobManagerFactory = Callable[[Settings], JobManager]
+JobManagerFactory = Callable[[Settings, Cache], JobManager]
 
 
 def load_engine(settings: Settings, cache: Cache | None = None) -> Engine:
@@ -76,7 +76,7 @@ def _lifespan(
         )
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)
-        state.jobs = job_manager(settings)
+        state.jobs = job_manager(settings, state.cache)
         # Serve (healthz) while the model loads; readyz turns 200 once `state.engine` is set.
         async with anyio.create_task_group() as tasks:
             loader = engine_loader or functools.partial(load_engine, cache=state.cache)

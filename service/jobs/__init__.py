@@ -7,6 +7,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from service.cache.base import Cache
 from service.config import Settings
 from service.jobs.engines import EngineRegistry
 from service.jobs.manager import JobManager
@@ -32,8 +33,11 @@ class CeleryQueue:
         self.app.close()
 
 
-def create_job_manager(settings: Settings, engines: EngineRegistry | None = None) -> JobManager:
-    """Embedded without a broker URL (jobs run in this process), Celery with one."""
+def create_job_manager(
+    settings: Settings, cache: Cache | None = None, *, engines: EngineRegistry | None = None
+) -> JobManager:
+    """Embedded without a broker URL (jobs run in this process and keep their pipeline caches in
+    `cache`, the process's one store), Celery with one."""
     if settings.broker_url is not None:
         storage = JobStorage(storage_root(settings))
         store = RedisJobStore.from_url(settings.broker_url)
@@ -45,5 +49,5 @@ def create_job_manager(settings: Settings, engines: EngineRegistry | None = None
     storage = JobStorage(settings.storage_dir or Path(tempfile.mkdtemp(prefix="foley-exports-")))
     storage.owned = settings.storage_dir is None
     store = MemoryJobStore()
-    ctx = JobContext(settings, store, storage, engines or EngineRegistry(settings))
+    ctx = JobContext(settings, store, storage, engines or EngineRegistry(settings, cache=cache))
     return JobManager(settings, store, storage, LocalQueue(ctx, settings.export_workers))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 
+from service.cache.base import Cache
 from service.config import Settings
 from service.errors import InvalidInput
 
@@ -22,8 +23,16 @@ class EngineRegistry:
     """tier name -> FoleyEngine, each loaded once (thread-safe). `preloaded` engines (the API's
     default tier) are used as they are."""
 
-    def __init__(self, settings: Settings, preloaded: dict[str, object] | None = None) -> None:
-        self.settings = settings
+    def __init__(
+        self,
+        settings: Settings,
+        preloaded: dict[str, object] | None = None,
+        *,
+        cache: Cache | None = None,
+    ) -> None:
+        """`cache`: the store the engines keep their pipeline caches in (default: their own,
+        from the settings)."""
+        self.settings, self.cache = settings, cache
         self._engines: dict[str, object] = dict(preloaded or {})
         self._lock = threading.Lock()
 
@@ -35,7 +44,8 @@ class EngineRegistry:
                 # Imported here: the API imports this module without loading ONNX Runtime.
                 from service.pipeline.engine import FoleyEngine
 
-                engine = FoleyEngine.load(self.settings.model_copy(update={"default_tier": tier}))
+                settings = self.settings.model_copy(update={"default_tier": tier})
+                engine = FoleyEngine.load(settings, self.cache)
                 engine.warmup()
                 self._engines[tier] = engine
             return engine

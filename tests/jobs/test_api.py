@@ -57,7 +57,7 @@ def client_for(engine: SteppedEngine, **settings) -> TestClient:
     app = create_app(
         config,
         engine_loader=lambda s: StubEngine(),
-        job_manager=lambda s: create_job_manager(s, engines=registry),
+        job_manager=lambda s, cache: create_job_manager(s, cache, engines=registry),
     )
     return TestClient(app)
 
