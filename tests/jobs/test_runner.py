@@ -1,0 +1,95 @@
+"""`run_job` on its own (the memory store, a test engine): the moves a job makes when something
+goes wrong, which the end-to-end tests cannot stage."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from service.config import Settings
+from service.jobs.records import JobRecord, new_job_id
+from service.jobs.runner import JobContext, TransientJobError, give_up, run_job
+from service.jobs.storage import JobStorage
+from service.jobs.store import MemoryJobStore
+from tests.jobs.test_api import SteppedEngine
+
+
+@pytest.fixture
+def engine() -> SteppedEngine:
+    return SteppedEngine()
+
+
+@pytest.fixture
+def ctx(tmp_path: Path, engine: SteppedEngine) -> JobContext:
+    settings = Settings(cache_max_bytes=0, export_max_attempts=2)
+    storage = JobStorage(tmp_path / "storage")
+    return JobContext(settings, MemoryJobStore(), storage, lambda tier: engine)
+
+
+def queued(ctx: JobContext) -> str:
+    record = ctx.store.create(
+        JobRecord(id=new_job_id(), tenant="t", format="wav", sample_rate=48000, tier="export")
+    )
+    upload = ctx.storage.receiving_dir() / "upload"
+    upload.write_bytes(b"video")
+    ctx.storage.adopt(record.id, upload)
+    return record.id
+
+
+def test_a_transient_error_puts_the_job_back_in_the_queue(ctx, engine):
+    job_id = queued(ctx)
+    engine.fail_with = redis.ConnectionError("broker restarting")
+    with pytest.raises(TransientJobError):
+        run_job(ctx, job_id)
+    record = ctx.store.get(job_id)
+    assert record.state == "queued" and record.attempts == 1
+    assert ctx.storage.input_path(job_id).exists()  # kept for the retry
+    engine.fail_with = None
+    assert run_job(ctx, job_id).state == "succeeded"
+
+
+def test_after_the_last_retry_it_fails_with_the_reason(ctx, engine):
+    job_id = queued(ctx)
+    engine.fail_with = redis.ConnectionError("broker gone")
+    with pytest.raises(TransientJobError):
+        run_job(ctx, job_id)
+    record = give_up(ctx, job_id, "broker gone")
+    assert record.state == "failed" and record.error.code == "transient_error"
+    assert "broker gone" in record.error.reason
+    assert not ctx.storage.job_dir(job_id).exists()
+
+
+def test_a_job_past_its_deadline_stops_at_the_next_window(ctx, engine):
+    ctx.settings = ctx.settings.model_copy(update={"export_soft_time_limit_s": 0.05})
+    job_id = queued(ctx)
+    original = engine.render
+
+    def slow_render(*args, **kwargs):
+        time.sleep(0.1)
+        return original(*args, **kwargs)
+
+    engine.render = slow_render
+    record = run_job(ctx, job_id)
+    assert record.state == "failed" and record.error.code == "time_limit"
+    assert engine.windows_run == 1
+
+
+def test_a_job_whose_worker_keeps_dying_fails_instead_of_looping(ctx):
+    job_id = queued(ctx)
+    for attempt in (0, 1):  # two starts whose worker died: the record says running
+        started = {"state": "running", "attempts": attempt + 1}
+        ctx.store.transition(job_id, {"queued", "running"}, started, attempts=attempt)
+    record = run_job(ctx, job_id)
+    assert record.state == "failed" and record.error.code == "worker_lost"
+    assert record.attempts == 2
+
+
+def test_a_finished_job_delivered_again_is_left_alone(ctx, engine):
+    job_id = queued(ctx)
+    done = run_job(ctx, job_id)
+    assert done.state == "succeeded"
+    assert run_job(ctx, job_id) == done
+    assert engine.windows_run == 10  # rendered once
