@@ -18,18 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import numpy as np
 
 from bench.machine import describe
+from bench.servers import foley_serve
 from service.preview.client import ClientOptions, Report, stream_file
 
 CACHE = Path(__file__).resolve().parent / ".cache"
@@ -45,35 +40,6 @@ def bench_clip(seconds: float) -> Path:
             path, seed=20_001, duration_s=seconds, fps=30, width=320, height=180, kind="multi"
         )
     return path
-
-
-def start_server(max_sessions: int) -> tuple[subprocess.Popen, str]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = os.environ | {
-        "FOLEY_PORT": str(port),
-        "FOLEY_PREVIEW_MAX_SESSIONS": str(max_sessions),
-    }
-    server = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                if r.status == 200:
-                    break
-        except (urllib.error.URLError, ConnectionError):
-            pass
-        if time.monotonic() > deadline or server.poll() is not None:
-            server.kill()
-            raise RuntimeError("the service did not become ready")
-        time.sleep(0.2)
-    return server, f"ws://127.0.0.1:{port}/v1/preview"
 
 
 async def run_sessions(clip: Path, url: str, n: int) -> list[Report]:
@@ -110,8 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=float, default=10.0)
     args = parser.parse_args(argv)
     clip = bench_clip(args.seconds)
-    server, url = start_server(max(args.sessions))
-    try:
+    with foley_serve({"FOLEY_PREVIEW_MAX_SESSIONS": str(max(args.sessions))}) as port:
+        url = f"ws://127.0.0.1:{port}/v1/preview"
         print(describe())
         print(f"clip: {clip.name}, sent as 96x96 rgb24 at real-time pace; server: foley serve\n")
         print(
@@ -125,9 +91,6 @@ def main(argv: list[str] | None = None) -> None:
             started = time.perf_counter()
             reports = asyncio.run(run_sessions(clip, url, n))
             print(row(n, reports, time.perf_counter() - started), flush=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 if __name__ == "__main__":

@@ -20,14 +20,8 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import os
 import subprocess
-import sys
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,40 +30,12 @@ import redis
 
 from bench.machine import describe
 from bench.offline import bench_clip
-from bench.servers import free_port, redis_server
+from bench.servers import foley_serve, redis_server
 
 BOUNDARY = "foley-bench-boundary"
 # The cache Redis as deployed (docker-compose.yml), at a smaller size.
 CACHE_REDIS = ("--save", "", "--appendonly", "no", "--maxmemory", "256mb",
                "--maxmemory-policy", "allkeys-lru")  # fmt: skip
-
-
-@contextmanager
-def foley_serve(env: dict[str, str]) -> Iterator[int]:
-    """`foley serve` in its own process, ready; yields its port."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "service.cli", "serve"],
-        env=os.environ | env | {"FOLEY_PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError):
-                pass
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("the service did not become ready")
-            time.sleep(0.2)
-        yield port
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 @dataclass

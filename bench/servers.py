@@ -1,12 +1,16 @@
-"""Processes the benchmarks start: a redis-server on a free port, configured as deployed."""
+"""Processes the benchmarks start: `foley serve` and redis-server, on free ports."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -46,3 +50,31 @@ def redis_server(*args: str) -> Iterator[str]:
         server.terminate()
         server.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+@contextmanager
+def foley_serve(env: dict[str, str] | None = None) -> Iterator[int]:
+    """`foley serve` in its own process with `env` added, once it is ready; yields its port."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "service.cli", "serve"],
+        env=os.environ | (env or {}) | {"FOLEY_PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, ConnectionError):
+                pass
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the service did not become ready")
+            time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
