@@ -267,6 +267,9 @@ def _worker(args: argparse.Namespace) -> int:
     settings = Settings()
     if settings.broker_url is None:
         raise InvalidInput("FOLEY_BROKER_URL is not set", code="no_broker")
+    # SIGTERM (a deploy, a scale-down) as Celery's cold shutdown: renders get a grace period,
+    # then go back to the queue. Read when billiard is imported, so set before it is.
+    os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
     from service.jobs.celery_app import QUEUE, create_celery
 
     concurrency = args.concurrency or settings.export_workers

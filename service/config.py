@@ -87,6 +87,9 @@ class Settings(BaseSettings):
     export_soft_time_limit_s: float = Field(default=3600.0, gt=0)
     export_time_limit_s: float = Field(default=3900.0, gt=0)
     export_max_attempts: int = Field(default=3, ge=1)  # starts of one job, lost workers included
+    # A worker told to stop (SIGTERM: a deploy, a scale-down) lets running renders finish for
+    # this long, then hands them back to the queue at once (not after the visibility timeout).
+    export_shutdown_grace_s: float = Field(default=30.0, ge=0)
 
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"

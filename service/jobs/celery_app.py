@@ -7,7 +7,9 @@ The settings are those a long render queue needs (see the Celery notes in docs/e
 - prefetch 1: a worker holds no job it is not running;
 - a visibility timeout longer than the hard time limit: Redis redelivers an unacked job only
   after that, so a running job is never handed to a second worker;
-- soft and hard time limits past the runner's own cooperative deadline, as backstops.
+- soft and hard time limits past the runner's own cooperative deadline, as backstops;
+- a stopping worker (SIGTERM, remapped to Celery's cold shutdown by `foley worker`) gives its
+  running renders `export_shutdown_grace_s` to finish, then hands them back to the queue.
 Results are not stored in Celery: the job record in Redis is the only truth.
 
 Each worker child loads its engines once, after the fork (`worker_process_init`).
@@ -60,6 +62,10 @@ def create_celery(settings: Settings) -> Celery:
         broker_transport_options={"visibility_timeout": visibility},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
+        # With SIGTERM remapped to a cold shutdown (`foley worker` does), a stopping worker
+        # waits this long for its renders, then cancels them: their messages go back to the
+        # queue for another worker, instead of waiting out the visibility timeout.
+        worker_soft_shutdown_timeout=settings.export_shutdown_grace_s,
     )
     app.task(name=EXPORT_TASK, bind=True, base=ExportTask, max_retries=MAX_RETRIES)(export)
     return app

@@ -215,3 +215,22 @@ def test_with_the_broker_down_exports_are_refused_and_readyz_says_so(api, broker
     assert api.get("/v1/exports/anything").status_code == 503
     broker.start()
     assert api.get("/readyz").json()["status"] == "ready"
+
+
+def test_a_stopped_worker_hands_its_running_job_back_at_once(
+    api, workers, clip_factory, storage, reference_engine, tmp_path
+):
+    stopping = workers.start(env={"FOLEY_EXPORT_SHUTDOWN_GRACE_S": "0.2"})
+    clip = clip_factory(1800)
+    job_id = submit(api, clip).json()["id"]
+    wait_for(api, job_id, lambda j: j["state"] == "running" and j["progress"] > 0)
+    stopping.send_signal(signal.SIGTERM)  # a deploy: the grace is too short for this render
+    stopping.wait(timeout=30)
+    workers.start()
+    # Back in the queue at once: done long before the visibility timeout (over an hour).
+    job = wait_for(api, job_id, finished, timeout_s=60)
+    assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
+    assert job["attempts"] == 2
+    assert job_files(storage, job_id) == ["result.wav"]
+    track = result_track(api, job_id, tmp_path)
+    assert np.abs(track - reference_track(reference_engine, clip, tmp_path)).max() <= 2 / 32768
