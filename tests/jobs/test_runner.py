@@ -3,6 +3,7 @@ goes wrong, which the end-to-end tests cannot stage."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -93,3 +94,23 @@ def test_a_finished_job_delivered_again_is_left_alone(ctx, engine):
     assert done.state == "succeeded"
     assert run_job(ctx, job_id) == done
     assert engine.windows_run == 10  # rendered once
+
+
+def test_the_sweep_removes_expired_results_and_orphans_only(ctx):
+    ctx.settings = ctx.settings.model_copy(update={"export_result_ttl_s": 1.0})
+    done = queued(ctx)
+    run_job(ctx, done)
+    waiting = queued(ctx)
+    orphan = ctx.storage.job_dir("no-record")
+    orphan.mkdir()
+    fresh = ctx.storage.job_dir("being-accepted")
+    fresh.mkdir()
+    old = time.time() - 120
+    os.utime(orphan, (old, old))
+    assert ctx.storage.sweep(ctx.store) == 1  # the orphan; the result has not expired yet
+    time.sleep(1.5)  # the record expires; its directory was last written as long ago as that
+    os.utime(ctx.storage.job_dir(done), (old, old))
+    assert ctx.storage.sweep(ctx.store) == 1  # now the result
+    assert not ctx.storage.job_dir(done).exists() and not orphan.exists()
+    assert ctx.storage.input_path(waiting).exists()  # an active job keeps its files
+    assert fresh.exists()  # no record yet, but too new to be an orphan
