@@ -130,7 +130,9 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
         options = RenderOptions(format=params.format, sample_rate=params.sample_rate)
-        key = results.result_key(upload.sha256, engine.tier.name, engine.tier.version, options)
+        # The weights' digest with the version: retrained weights never meet old results.
+        model = f"{engine.tier.version}+{engine.tier.digest}"
+        key = results.result_key(upload.sha256, engine.tier.name, model, options)
         cached = await _lookup(state.cache, key)
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}

@@ -29,6 +29,7 @@ model hyperparameter.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -75,6 +76,9 @@ class TierConfig:
     encoder: StageSpec
     generator: StageSpec
     vocoder: StageSpec
+    # SHA-256 (first 16 hex digits) of config.json and the graphs: what caches key results on,
+    # so that retrained weights shipped under an unchanged version never meet old entries.
+    digest: str = ""
 
     @property
     def mels_per_frame(self) -> int:
@@ -108,6 +112,16 @@ def _stage(name: str, raw: dict) -> StageSpec:
     )
 
 
+STAGE_NAMES = ("encoder", "generator", "vocoder")
+
+
+def _digest(config_file: Path, graphs: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in (config_file, *graphs):
+        digest.update(path.read_bytes() if path.is_file() else b"missing")
+    return digest.hexdigest()[:16]
+
+
 def load_tier(models_dir: Path, tier: str) -> TierConfig:
     path = Path(models_dir) / tier
     config_file = path / "config.json"
@@ -135,6 +149,7 @@ def load_tier(models_dir: Path, tier: str) -> TierConfig:
         encoder=_stage("encoder", stages["encoder"]),
         generator=_stage("generator", stages["generator"]),
         vocoder=_stage("vocoder", stages["vocoder"]),
+        digest=_digest(config_file, [path / stages[name]["file"] for name in STAGE_NAMES]),
     )
     if config.sample_rate % (config.hop * config.fps):
         raise ValueError(f"tier {tier!r}: sample_rate must be a multiple of hop * fps")

@@ -9,14 +9,14 @@ is a function of the features before it within the stages' receptive fields (its
 service.pipeline.windows.context_frames). An entry keeps the window's mel, audio and events and
 the state at its start and at its end. Two keys lead to it:
 
-- exact, `win:v1:<tier>:<version>:<length>:<sha256>` of the window's features and its
+- exact, `win:v1:<tier>:<version>:<digest>:<length>:<sha256>` of the window's features and its
   context, rounded to FEATURE_STEP: the same decoded frames meet their entry again (a re-render;
   the unchanged spans of an edited clip, before the edit and, once its context is clear of the
   edit, after it). The window takes the audio, the events and the end state, skipping both
   stages, once the stored start state is checked against the stream's (every tensor within
   STATE_TOLERANCE x max(1, its largest magnitude); the rounding difference between two
   chunkings of one stream is ~1e-6 of that).
-- template, `tpl:v1:<tier>:<version>:<length>:<signature>`, the signs of the window's
+- template, `tpl:v1:<tier>:<version>:<digest>:<length>:<signature>`, the signs of the window's
   mean feature along TEMPLATE_BITS fixed directions, pointing at the exact key of the last window
   stored with that signature: a repeated motion whose frames are not bit-identical (a looped
   shot re-encoded, the same bounce again). The generator still runs: the stored vocoder output
@@ -28,7 +28,7 @@ the state at its start and at its end. Two keys lead to it:
   hit rate, the time saved and the onsets against the track without templates.
 
 Feature cache. An encoder feature is a function of a frame's pixels, its predecessor's and its
-age: `feat:v1:<tier>:<version>:<sha256>` of the two frames' digests and the age holds it,
+age: `feat:v1:<tier>:<version>:<digest>:<sha256>` of the two frames' digests and the age holds it,
 so a re-render of an edited clip runs the encoder only on the frames that changed.
 
 Values (layout v1, float32 little-endian after an int32 header): a count of segments and their
@@ -99,7 +99,7 @@ class _Entry:
 class WindowMemo:
     def __init__(self, cache: Cache, tier: TierConfig, *, templates: bool) -> None:
         self.cache, self.tier, self.templates = cache, tier, templates
-        self._prefix = f"{LAYOUT}:{tier.name}:{tier.version}"
+        self._prefix = f"{LAYOUT}:{tier.name}:{tier.version}:{tier.digest}"
         self._shapes = {
             stage.name: {name: _shape(shape) for name, shape in stage.state.items()}
             for stage in tier.stages
@@ -212,7 +212,7 @@ class FeatureCache:
 
     def __init__(self, cache: Cache, tier: TierConfig) -> None:
         self.cache, self.dim = cache, tier.feature_dim
-        self._prefix = f"feat:{LAYOUT}:{tier.name}:{tier.version}"
+        self._prefix = f"feat:{LAYOUT}:{tier.name}:{tier.version}:{tier.digest}"
 
     def keys(
         self, rgb: np.ndarray, age: np.ndarray, previous: bytes | None

@@ -49,7 +49,9 @@ class RecordingEngine:
     """
 
     tier: SimpleNamespace = field(
-        default_factory=lambda: SimpleNamespace(name="test-tier", version="0.0.1-test")
+        default_factory=lambda: SimpleNamespace(
+            name="test-tier", version="0.0.1-test", digest="0" * 16
+        )
     )
     timings: dict[str, float] = field(
         default_factory=lambda: {"decode": 0.0123, "encoder": 0.0456, "vocoder": 0.1, "total": 0.2}

@@ -31,7 +31,7 @@ TERMINAL = {"succeeded", "failed", "cancelled"}
 class StubEngine:
     """The API process renders nothing in these tests: the workers do."""
 
-    tier = SimpleNamespace(name="preview", version="stub")
+    tier = SimpleNamespace(name="preview", version="stub", digest="0" * 16)
 
     def warmup(self) -> None:
         pass

@@ -25,7 +25,7 @@ class SteppedEngine:
     """Renders in WINDOWS windows, reporting progress after each; while `gate` is clear it
     waits before every window, so a test can hold a job mid-render."""
 
-    tier = SimpleNamespace(name="export", version="test")
+    tier = SimpleNamespace(name="export", version="test", digest="0" * 16)
 
     def __init__(self) -> None:
         self.gate = threading.Event()

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import shutil
+
 import numpy as np
 import onnxruntime as ort
 import pytest
 
+from service.config import Settings
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig, load_tier
 from service.pipeline.streaming import initial_state
@@ -95,3 +98,17 @@ def test_stages_respect_their_declared_context(
     touched_frames = np.flatnonzero(moved_audio > 1e-6) // t.hop
     assert touched_frames.min() >= 80 - t.vocoder.right_context
     assert touched_frames.max() <= 80 + t.vocoder.left_context
+
+
+def test_the_digest_follows_the_weights_not_the_version(tmp_path):
+    shipped = Settings().models_dir / "preview"
+    copy = tmp_path / "preview"
+    shutil.copytree(shipped, copy)
+    same = load_tier(tmp_path, "preview")
+    assert same.digest == load_tier(shipped.parent, "preview").digest
+    graph = copy / same.vocoder.file
+    data = bytearray(graph.read_bytes())
+    data[-1] ^= 1  # retrained weights, the version unchanged
+    graph.write_bytes(bytes(data))
+    retrained = load_tier(tmp_path, "preview")
+    assert retrained.version == same.version and retrained.digest != same.digest
