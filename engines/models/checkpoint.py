@@ -28,9 +28,13 @@ def save_checkpoint(
 STAGES = ("encoder", "generator", "vocoder")
 
 
+def checkpoint_config(path: Path) -> ModelConfig:
+    return ModelConfig(**torch.load(path, map_location="cpu", weights_only=True)["config"])
+
+
 def load_checkpoint(path: Path) -> tuple[ModelConfig, nn.Module, nn.Module, nn.Module]:
     """-> (config, encoder, generator, vocoder), in eval mode."""
-    cfg = ModelConfig(**torch.load(path, map_location="cpu", weights_only=True)["config"])
+    cfg = checkpoint_config(path)
     encoder, generator, vocoder = (load_stage(path, name) for name in STAGES)
     return cfg, encoder, generator, vocoder
 

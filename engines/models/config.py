@@ -26,6 +26,9 @@ class ModelConfig:
     log_floor: float = 1e-5
     feature_dim: int = 96
     generator_dim: int = 128
+    # Hidden width of the generator's ConvNeXt MLPs, as a multiple of their width; structured
+    # pruning (engines.export.prune) lowers it.
+    generator_expand: float = 3.0
     vocoder_dim: int = 128
     vocoder_hidden: int = 384
     vocoder_blocks: int = 4
@@ -42,6 +45,7 @@ class ModelConfig:
             mels_per_frame=self.mels_per_frame,
             frame_rate=self.sample_rate / self.hop,
             dim=self.generator_dim,
+            expand=self.generator_expand,
             log_floor=self.log_floor,
         )
         vocoder = Vocoder(

@@ -55,16 +55,17 @@ class Generator(nn.Module):
         dilations: tuple[int, ...] = (1, 2, 4, 8),
         mel_dim: int = 96,
         mel_blocks: int = 2,
+        expand: float = 3.0,
         log_floor: float = 1e-5,
     ) -> None:
         super().__init__()
         self.inp = CausalConv1d(feature_dim, dim, 3, lookahead=1)
         self.blocks = nn.ModuleList(
-            ConvNeXtBlock(dim, dim * 3, kernel=3, dilation=d) for d in dilations
+            ConvNeXtBlock(dim, round(dim * expand), kernel=3, dilation=d) for d in dilations
         )
         self.up = nn.Linear(dim, mel_dim * mels_per_frame)
         self.mel_blocks = nn.ModuleList(
-            ConvNeXtBlock(mel_dim, mel_dim * 3, kernel=5) for _ in range(mel_blocks)
+            ConvNeXtBlock(mel_dim, round(mel_dim * expand), kernel=5) for _ in range(mel_blocks)
         )
         self.continuous = nn.Conv1d(mel_dim, n_mels, 1)
         self.onset = nn.Conv1d(dim, 1, 1)  # at video rate

@@ -9,6 +9,7 @@ frames -> ground-truth mel (+ onset probability). They train separately, then ch
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import time
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ import torch
 from torch.nn import functional as F
 
 from engines.eval.onsets import OnsetScore, combined, match_onsets
-from engines.models.checkpoint import load_stage, save_checkpoint
+from engines.models.checkpoint import checkpoint_config, load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
 from engines.train.losses import multi_resolution_stft_loss
@@ -368,10 +369,14 @@ def main(argv: list[str] | None = None) -> None:
         onset_weight=args.onset_weight,
         motion_weight=args.motion_weight,
     )
+    cfg = ModelConfig()
+    if args.init_from is not None:  # a pruned checkpoint (engines.export.prune) stays pruned
+        expand = checkpoint_config(args.init_from).generator_expand
+        cfg = dataclasses.replace(cfg, generator_expand=expand)
     train(
         args.data,
         args.out,
-        ModelConfig(),
+        cfg,
         opts,
         args.limit,
         args.vocoder_from,

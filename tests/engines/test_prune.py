@@ -1,0 +1,44 @@
+"""Structured pruning keeps the stage contract, and keeping every unit changes nothing."""
+
+from __future__ import annotations
+
+import torch
+
+from engines.export.prune import prune
+from engines.models.checkpoint import load_checkpoint, save_checkpoint
+from tests.conftest import TINY_MODEL
+
+
+def tiny_checkpoint(path):
+    torch.manual_seed(0)
+    encoder, generator, vocoder = TINY_MODEL.build()
+    return save_checkpoint(path, TINY_MODEL, encoder, generator, vocoder)
+
+
+def generate(generator, features):
+    with torch.no_grad():
+        return generator(features)[0]
+
+
+def test_pruning_halves_the_hidden_units_and_keeps_shapes(tmp_path):
+    source = tiny_checkpoint(tmp_path / "tiny.pt")
+    pruned = prune(source, tmp_path / "pruned.pt", keep=0.5)
+    cfg, _, generator, _ = load_checkpoint(pruned)
+    _, _, original, _ = load_checkpoint(source)
+    assert cfg.generator_expand == TINY_MODEL.generator_expand * 0.5
+    for block, before in zip(generator.blocks, original.blocks, strict=True):
+        assert block.pw1.out_channels == before.pw1.out_channels // 2
+    assert sum(p.numel() for p in generator.parameters()) < sum(
+        p.numel() for p in original.parameters()
+    )
+    features = torch.randn(1, 12, TINY_MODEL.feature_dim)
+    assert generate(generator, features).shape == generate(original, features).shape
+
+
+def test_keeping_every_unit_is_the_same_model(tmp_path):
+    source = tiny_checkpoint(tmp_path / "tiny.pt")
+    same = prune(source, tmp_path / "same.pt", keep=1.0)
+    features = torch.randn(1, 12, TINY_MODEL.feature_dim)
+    before = generate(load_checkpoint(source)[2], features)
+    after = generate(load_checkpoint(same)[2], features)
+    assert torch.allclose(before, after, atol=1e-6)
