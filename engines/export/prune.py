@@ -7,7 +7,7 @@ that matter most, scored by the L2 norms of a unit's input and output weights mu
 unit whose either side is small passes little). Whole units go, so the pruned graph is smaller
 and faster as it is, with no sparse kernels; the streaming state is untouched (it holds the
 blocks' inputs, not their hidden units). The result is a checkpoint with `generator_expand`
-lowered; fine-tune it with `python -m engines.train --init-from OUT.pt`, then export it with
+lowered; fine-tune it with `python -m engines.train.train --init-from OUT.pt`, then export it with
 `python -m engines.export.onnx_export`.
 """
 
