@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 import time
@@ -22,6 +23,7 @@ from tests.conftest import uvicorn_server
 
 UPLOAD_LIMIT = 256 * 1024
 RENDERED = b"rendered by RecordingEngine"
+SERVER_TIMING = re.compile(r"^[\w.-]+;dur=\d+\.\d(, [\w.-]+;dur=\d+\.\d)*$")
 
 
 def on_event_loop() -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import threading
 from pathlib import Path
 
@@ -15,14 +14,13 @@ from service.config import Settings
 from service.errors import LimitExceeded, MediaError
 from tests.api.conftest import (
     RENDERED,
+    SERVER_TIMING,
     RecordingEngine,
     upload,
     wait_no_files,
     wait_ready,
     wait_until,
 )
-
-SERVER_TIMING = re.compile(r"^[\w.-]+;dur=\d+\.\d(, [\w.-]+;dur=\d+\.\d)*$")
 
 
 def test_render_answers_the_file_with_timing_and_model_headers(

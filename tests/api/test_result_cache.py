@@ -3,7 +3,6 @@ cache that is down or hangs costs the requests nothing but the reuse."""
 
 from __future__ import annotations
 
-import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +19,7 @@ from service.config import Settings
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
 from tests.api.conftest import (
     RENDERED,
+    SERVER_TIMING,
     RecordingEngine,
     upload,
     wait_no_files,
@@ -30,7 +30,6 @@ from tests.cache.servers import FakeClock, dead_url, silent_server
 from tests.conftest import uvicorn_server
 from tests.redis_server import RedisServer
 
-SERVER_TIMING = re.compile(r"^[\w.-]+;dur=\d+\.\d(, [\w.-]+;dur=\d+\.\d)*$")
 # What a hit answers exactly as the miss did (not Server-Timing, X-Foley-Cache, file headers).
 SAME_HEADERS = (
     "content-type", "content-length", "content-disposition",
