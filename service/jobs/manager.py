@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 import logging
 import shutil
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ import redis
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput
 from service.jobs.records import JobError, JobRecord
+from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
 
@@ -113,19 +113,8 @@ class JobManager:
         except Exception as exc:
             log.exception("job %s could not be queued", record.id)
             reason = f"the job queue is unavailable ({type(exc).__name__})"
-            now = time.time()
-            self.store.transition(
-                record.id,
-                {"queued"},
-                {
-                    "state": "failed",
-                    "error": JobError("queue_unavailable", reason),
-                    "finished_at": now,
-                    "expires_at": now + self.settings.export_result_ttl_s,
-                },
-                ttl_s=self.settings.export_result_ttl_s,
-            )
-            self.storage.remove(record.id)
+            error = JobError("queue_unavailable", reason)
+            self._end(record.id, "failed", expect={"queued"}, error=error)
             raise QueueUnavailable(reason) from exc
         log.info("job %s queued (%s, %s)", record.id, record.tier, record.format)
         return Accepted(record, created=True)
@@ -144,17 +133,8 @@ class JobManager:
         record = self.get(tenant, job_id)
         if record.finished:
             raise JobConflict(f"the job has already {record.state}", code="job_finished")
-        ttl = self.settings.export_result_ttl_s
-        now = time.time()
-        cancelled = self.store.transition(
-            job_id,
-            {"queued"},
-            {"state": "cancelled", "cancel_requested": True, "finished_at": now,
-             "expires_at": now + ttl},
-            ttl_s=ttl,
-        )  # fmt: skip
+        cancelled = self._end(job_id, "cancelled", expect={"queued"}, cancel_requested=True)
         if cancelled is not None:
-            self.storage.remove(job_id)
             return cancelled
         flagged = self.store.transition(job_id, {"running"}, {"cancel_requested": True})
         return flagged or self.get(tenant, job_id)
@@ -171,6 +151,10 @@ class JobManager:
 
     def healthy(self) -> bool:
         return self.store.healthy()
+
+    def _end(self, job_id: str, state: str, **kwargs) -> JobRecord | None:
+        ttl_s = self.settings.export_result_ttl_s
+        return end_job(self.store, self.storage, ttl_s, job_id, state, **kwargs)
 
     def sweep(self) -> int:
         return self.storage.sweep(self.store)

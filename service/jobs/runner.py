@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import redis
@@ -112,17 +112,20 @@ def _attempt(ctx: JobContext, record: JobRecord) -> JobRecord | None:
             RenderOptions(format=record.format, sample_rate=record.sample_rate),  # type: ignore[arg-type]
             progress=_progress(ctx, record, deadline),
         )
-        os.replace(staging, storage.result_path(record.id, record.format))
+        final = storage.result_path(record.id, record.format)
+        os.replace(staging, final)
         return _finish(
             ctx,
             record,
             "succeeded",
             progress=1.0,
             duration_s=result.duration_s,
-            result_bytes=storage.result_path(record.id, record.format).stat().st_size,
+            result_bytes=final.stat().st_size,
             timings=result.timings,
         )
     except _Stop as stop:
+        if stop.state == "lost":  # no longer this attempt's job: leave it as it is
+            return ctx.store.get(record.id)
         return _finish(ctx, record, stop.state, stop.error)
     except FoleyError as exc:  # the input's fault: trying again gives the same answer
         return _finish(ctx, record, "failed", JobError(exc.code, exc.reason))
@@ -172,25 +175,45 @@ def _finish(
     expect: frozenset[str] | set[str] = frozenset({"running"}),
     **changes: object,
 ) -> JobRecord | None:
-    """The job's one terminal transition (compare-and-set on this attempt), then its input goes."""
-    if state == "lost":
-        return ctx.store.get(record.id)
-    ttl = ctx.settings.export_result_ttl_s
+    """End this attempt's job (a compare-and-set on its attempt number); the record as it is
+    afterwards, whoever ended it."""
+    done = end_job(
+        ctx.store, ctx.storage, ctx.settings.export_result_ttl_s, record.id, state,
+        expect=expect, error=error, attempts=record.attempts, **changes,
+    )  # fmt: skip
+    return done or ctx.store.get(record.id)
+
+
+def end_job(
+    store: JobStore,
+    storage: JobStorage,
+    ttl_s: float,
+    job_id: str,
+    state: str,
+    *,
+    expect: Iterable[str],
+    error: JobError | None = None,
+    attempts: int | None = None,
+    **changes: object,
+) -> JobRecord | None:
+    """A job's one terminal transition, if its state is in `expect` (and its attempts equal
+    `attempts` when given); then its files go: the input, and all of them unless it succeeded.
+    Record and result expire `ttl_s` later. None if the job had moved on."""
     now = time.time()
-    done = ctx.store.transition(
-        record.id,
+    done = store.transition(
+        job_id,
         expect,
-        {"state": state, "error": error, "finished_at": now, "expires_at": now + ttl, **changes},
-        attempts=record.attempts,
-        ttl_s=ttl,
+        {"state": state, "error": error, "finished_at": now, "expires_at": now + ttl_s, **changes},
+        attempts=attempts,
+        ttl_s=ttl_s,
     )
     if done is None:
-        return ctx.store.get(record.id)
-    if state != "succeeded":
-        ctx.storage.remove(record.id)
+        return None
+    if state == "succeeded":
+        storage.remove_input(job_id)
     else:
-        ctx.storage.remove_input(record.id)
-    log.info("job %s: %s%s", record.id, state, f" ({error.code})" if error else "")
+        storage.remove(job_id)
+    log.info("job %s: %s%s", job_id, state, f" ({error.code})" if error else "")
     return done
 
 

@@ -149,8 +149,9 @@ redis.call('SADD', KEYS[3], ARGV[1])
 return ARGV[1]
 """
 
-# KEYS: record, idempotency key (or ""), active set. ARGV: id, ttl (0: none), attempts ("" or
-# the expected count), number of expected states, the states (JSON), then field/value pairs.
+# KEYS: record, active set. ARGV: id, ttl (0: none), attempts ("" or the expected count),
+# number of expected states, the states (JSON), then field/value pairs. The record's `_idem`
+# field names its idempotency key, which expires with it.
 _TRANSITION = """
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return false end
@@ -161,11 +162,12 @@ if not ok then return false end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[3] then return false end
 if #ARGV > 4 + n then redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n)) end
 local now = redis.call('HGET', KEYS[1], 'state')
-if now ~= '"queued"' and now ~= '"running"' then redis.call('SREM', KEYS[3], ARGV[1]) end
+if now ~= '"queued"' and now ~= '"running"' then redis.call('SREM', KEYS[2], ARGV[1]) end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)
-  if KEYS[2] ~= '' then redis.call('EXPIRE', KEYS[2], ttl) end
+  local idem = redis.call('HGET', KEYS[1], '_idem')
+  if idem then redis.call('EXPIRE', cjson.decode(idem), ttl) end
 end
 return redis.call('HGETALL', KEYS[1])
 """
@@ -201,10 +203,11 @@ class RedisJobStore:
         )
 
     def create(self, record: JobRecord) -> JobRecord:
-        slot = _slot(record)
+        idem_key = self._idem_key(_slot(record))
+        fields = record.to_fields() | ({"_idem": idem_key} if idem_key else {})
         job_id = self._create(
-            keys=[self._key(record.id), self._idem_key(slot), self._active],
-            args=[record.id, self._key(""), *_flatten(record.to_fields())],
+            keys=[self._key(record.id), idem_key, self._active],
+            args=[record.id, self._key(""), *_flatten(fields)],
         ).decode()
         if job_id == record.id:
             return record
@@ -227,11 +230,8 @@ class RedisJobStore:
         ttl_s: float | None = None,
     ) -> JobRecord | None:
         expect = [json.dumps(s) for s in expect]
-        record = self.get(job_id)
-        if record is None:
-            return None
         raw = self._transition(
-            keys=[self._key(job_id), self._idem_key(_slot(record)), self._active],
+            keys=[self._key(job_id), self._active],
             args=[
                 job_id,
                 max(1, round(ttl_s)) if ttl_s is not None else 0,
