@@ -47,7 +47,6 @@ from service.pipeline.types import (
     ProgressFn,
     RenderOptions,
     RenderResult,
-    ReuseStats,
 )
 
 log = logging.getLogger(__name__)
@@ -101,14 +100,12 @@ class FoleyEngine:
         timer = StageTimer()
         stage = "write" if options.format in AUDIO_FORMATS else "mux"
         open_sink = functools.partial(self._open_sink, input_path, output_path, options)
-        reuse = ReuseStats()
         synth = StreamingSynth(
             self.tier,
             self.backend,
             timer=timer,
             static_threshold=self.settings.static_threshold,
             memo=self.memo,
-            reuse=reuse,
         )
         start_s, duration_s, frames = self._render_track(
             input_path, open_sink, stage, synth, timer, progress
@@ -124,7 +121,7 @@ class FoleyEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(timer.seconds),
-            reuse=reuse,
+            reuse=synth.runner.reuse,
         )
 
     def _check(self, options: RenderOptions) -> None:

@@ -104,13 +104,12 @@ class StreamRunner:
         timer: StageTimer | None = None,
         static_threshold: float = 0.0,
         memo: Memo | None = None,
-        reuse: ReuseStats | None = None,
     ):
         self.tier, self.backend = tier, backend
         self.timer = timer or StageTimer()
         self.lookahead = tier.generator.right_context
         self.static_threshold, self.memo = static_threshold, memo
-        self.reuse = reuse or ReuseStats()
+        self.reuse = ReuseStats()
 
     def open(self) -> Stream:
         stream = Stream({stage.name: initial_state(stage) for stage in self.tier.stages})
@@ -317,10 +316,9 @@ class StreamingSynth:
         timer: StageTimer | None = None,
         static_threshold: float = 0.0,
         memo: Memo | None = None,
-        reuse: ReuseStats | None = None,
     ):
         self.runner = StreamRunner(
-            tier, backend, timer=timer, static_threshold=static_threshold, memo=memo, reuse=reuse
+            tier, backend, timer=timer, static_threshold=static_threshold, memo=memo
         )
         self.stream = self.runner.open()
 

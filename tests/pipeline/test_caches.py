@@ -112,13 +112,12 @@ def _render(
     shipped, clip: ModelFrames, *, threshold: float = 0.0, memo: Memo | None = None
 ) -> tuple[np.ndarray, ReuseStats]:
     tier, backend = shipped
-    reuse = ReuseStats()
-    synth = StreamingSynth(tier, backend, static_threshold=threshold, memo=memo, reuse=reuse)
+    synth = StreamingSynth(tier, backend, static_threshold=threshold, memo=memo)
     chunks = []
     for k in range(0, len(clip), CHUNK):
         chunks += synth.push(ModelFrames(k, clip.rgb[k : k + CHUNK], clip.age[k : k + CHUNK]))
     chunks += synth.finish(len(clip), len(clip) * tier.samples_per_frame)
-    return np.concatenate(chunks), reuse
+    return np.concatenate(chunks), synth.runner.reuse
 
 
 def _plain(shipped, clip: ModelFrames) -> np.ndarray:
