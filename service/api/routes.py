@@ -34,7 +34,7 @@ from service.api.errors import validation_reason
 from service.api.schemas import MEDIA_TYPES, ErrorResponse, FoleyParams, Health, Ready
 from service.api.state import Engine, ServiceState, get_state
 from service.api.uploads import FILE_FIELD, Upload, receive_upload
-from service.cache import Cache, MemoryCache, NoCache, results
+from service.cache import Cache, results
 from service.errors import InvalidInput
 from service.pipeline.types import RenderOptions, RenderResult
 
@@ -160,7 +160,7 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
 
 
 async def _lookup(cache: Cache, key: str) -> results.CachedResult | None:
-    if isinstance(cache, (MemoryCache, NoCache)):
+    if cache.in_process:
         # A dict look-up under a lock: microseconds, less than a hop to a worker thread.
         return results.lookup(cache, key)
     return await anyio.to_thread.run_sync(results.lookup, cache, key)

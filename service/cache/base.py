@@ -15,6 +15,9 @@ class Cache(Protocol):
     """Thread-safe: shared by every request and worker thread of a process."""
 
     name: str  # "memory", "redis", "none": for logs and /readyz
+    # In this process: a call takes microseconds and may run on the event loop. Otherwise it
+    # waits on the network and belongs in a worker thread.
+    in_process: bool
 
     def get(self, key: str) -> bytes | None: ...
 
@@ -40,6 +43,7 @@ class NoCache:
     """Remembers nothing (cache_max_bytes = 0)."""
 
     name = "none"
+    in_process = True
     healthy = True
 
     def get(self, key: str) -> bytes | None:

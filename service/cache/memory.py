@@ -13,6 +13,7 @@ class MemoryCache:
     is not kept. Expired values are dropped when read or evicted."""
 
     name = "memory"
+    in_process = True
     healthy = True
 
     def __init__(

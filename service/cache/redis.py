@@ -41,6 +41,7 @@ LOG_EVERY_S = 60.0
 
 class RedisCache:
     name = "redis"
+    in_process = False
 
     def __init__(
         self,
