@@ -46,8 +46,10 @@ def create_job_manager(
     from service.jobs.runner import JobContext
 
     # The embedded queue's records live in memory: its files go with the process too.
-    storage = JobStorage(settings.storage_dir or Path(tempfile.mkdtemp(prefix="foley-exports-")))
-    storage.owned = settings.storage_dir is None
+    if settings.storage_dir is None:
+        storage = JobStorage(Path(tempfile.mkdtemp(prefix="foley-exports-")), owned=True)
+    else:
+        storage = JobStorage(settings.storage_dir)
     store = MemoryJobStore()
     ctx = JobContext(settings, store, storage, engines or EngineRegistry(settings, cache=cache))
     return JobManager(settings, store, storage, LocalQueue(ctx, settings.export_workers))

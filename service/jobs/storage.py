@@ -22,9 +22,10 @@ INCOMING_MAX_AGE_S = 6 * 3600.0  # an upload this old was abandoned by a dead AP
 
 
 class JobStorage:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, owned: bool = False) -> None:
+        """`owned`: a temporary root, removed with its manager."""
         self.root = root
-        self.owned = False  # True: a temporary root, removed with its manager
+        self.owned = owned
         self.jobs = root / "jobs"
         self.incoming = root / "incoming"
         self.jobs.mkdir(parents=True, exist_ok=True)
