@@ -209,19 +209,8 @@ def static_skip(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: in
         f"{float(paths['static'].read_text()):.0%}; frames the encoder skipped: "
         f"{reuse.frames_static} of {reuse.frames} ({reuse.frames_static / reuse.frames:.0%})\n"
     )
-    table(
-        ("without (s)", "with (s)", "ratio"),
-        [
-            ("encoder", off.median(_stage("encoder")), on.median(_stage("encoder"))),
-            (
-                "preprocess (incl. motion test)",
-                off.median(_stage("preprocess")),
-                on.median(_stage("preprocess")),
-            ),
-            ("compute (pipeline stages)", off.compute, on.compute),
-            ("end to end, WAV", off.end_to_end, on.end_to_end),
-        ],
-    )
+    stages = (("encoder", "encoder"), ("preprocess (incl. motion test)", "preprocess"))
+    times(("without (s)", "with (s)"), off, on, stages)
     print(f"\ntrack with static skip against without: {compare(on.track, off.track)}")
     # For scale: what encoding the same frames another way does to the track, without skip.
     other = Variant(base, out, "other", static_threshold=0.0, window_memo=False)
@@ -261,14 +250,7 @@ def templates(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: int)
     clip = loops[0]
     interleaved(repeat, [cold(exact, clip), cold(tpl, clip)])
     print(f"\ntime on {clip.name}:\n")
-    table(
-        ("without (s)", "with (s)", "ratio"),
-        [
-            ("vocoder", exact.median(_stage("vocoder")), tpl.median(_stage("vocoder"))),
-            ("compute (pipeline stages)", exact.compute, tpl.compute),
-            ("end to end, WAV", exact.end_to_end, tpl.end_to_end),
-        ],
-    )
+    times(("without (s)", "with (s)"), exact, tpl, (("vocoder", "vocoder"),))
     print("(contact events are the generator's own in both: a template reuses the vocoder's part)")
 
 
@@ -287,13 +269,7 @@ def incremental(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: in
         f"\nfirst render, empty cache: memo entries {memo.cache.bytes / 1e6:.1f} MB; "
         f"track: {compare(memo.track, full.track)}\n"
     )
-    table(
-        ("memo off (s)", "memo on (s)", "ratio"),
-        [
-            ("compute (pipeline stages)", full.compute, memo.compute),
-            ("end to end, WAV", full.end_to_end, memo.end_to_end),
-        ],
-    )
+    times(("memo off (s)", "memo on (s)"), full, memo)
     edits = {
         "original": (original, "the same clip again"),
         "trimmed": (original, f"the first {TRIM} frames trimmed"),
@@ -319,13 +295,21 @@ def incremental(base: FoleyEngine, paths: dict[str, Path], out: Path, repeat: in
             f" frames (feature cache) and {reuse.frames_static} (static) of {reuse.frames}; "
             f"track against the full re-render: {compare(memo.track, full.track)}\n"
         )
-        table(
-            ("full (s)", "re-render (s)", "ratio"),
-            [
-                ("compute (pipeline stages)", full.compute, memo.compute),
-                ("end to end, WAV", full.end_to_end, memo.end_to_end),
-            ],
-        )
+        times(("full (s)", "re-render (s)"), full, memo)
+
+
+def times(
+    header: tuple[str, str], a: Variant, b: Variant, stages: tuple[tuple[str, str], ...] = ()
+) -> None:
+    """The table of a's and b's times: the (label, stage) `stages`, compute, end to end."""
+    table(
+        (*header, "ratio"),
+        [
+            *((label, a.median(_stage(st)), b.median(_stage(st))) for label, st in stages),
+            ("compute (pipeline stages)", a.compute, b.compute),
+            ("end to end, WAV", a.end_to_end, b.end_to_end),
+        ],
+    )
 
 
 def _stage(name: str) -> Callable[[RenderResult], float]:
