@@ -15,6 +15,7 @@ from service.config import Settings
 TINY_MODEL = ModelConfig(
     name="tiny",
     feature_dim=16,
+    encoder_channels=(8, 16, 16),
     generator_dim=32,
     vocoder_dim=32,
     vocoder_hidden=64,

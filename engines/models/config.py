@@ -25,6 +25,8 @@ class ModelConfig:
     mel_fmax: float = 24000.0
     log_floor: float = 1e-5
     feature_dim: int = 96
+    # The visual encoder's widths: its patch embedding, then one stride-2 convolution each.
+    encoder_channels: tuple[int, ...] = (24, 32, 48, 64)
     generator_dim: int = 128
     # Hidden width of the generator's ConvNeXt MLPs, as a multiple of their width; structured
     # pruning (engines.export.prune) lowers it.
@@ -38,7 +40,12 @@ class ModelConfig:
         return self.sample_rate // (self.hop * self.fps)
 
     def build(self) -> tuple[VisualEncoder, Generator, Vocoder]:
-        encoder = VisualEncoder(height=self.height, width=self.width, dim=self.feature_dim)
+        encoder = VisualEncoder(
+            height=self.height,
+            width=self.width,
+            dim=self.feature_dim,
+            channels=tuple(self.encoder_channels),
+        )
         generator = Generator(
             feature_dim=self.feature_dim,
             n_mels=self.n_mels,

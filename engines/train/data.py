@@ -10,10 +10,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from engines.audio.modal import render_impact
+from engines.audio.render import GAIN
+from engines.data.dataset import ClipRecord
 from engines.data.dataset import load_clip as read_clip
 from engines.eval.reference import audible, motion_starts
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
+from engines.sim.materials import MATERIAL_NAMES
+from engines.sim.scene import SHAPES
+from engines.sim.types import Impact
 from service.pipeline.preprocess import resample_clip
 
 log = logging.getLogger(__name__)
@@ -29,6 +35,16 @@ class TrainClip:
     # (T, O, 2) float32: the objects' centres in the source frame each model frame shows, in
     # normalised device coordinates (NaN behind the camera); see engines.train.motion.
     screen: torch.Tensor
+    # (T * R, n_mels) float32: the log-mel of the impacts that start in each acoustic frame,
+    # each heard alone (without what rings before it), on their first frames; NaN in frames
+    # where no impact starts. What an event fired there should emit.
+    impact_level: torch.Tensor | None  # None unless asked for
+    heard: np.ndarray  # the contacts heard in the track (s): the sync metric's reference onsets
+
+
+# With `seen_impacts`, impacts at least this strong are onset targets whether the ground-truth
+# track lets them be heard or not (the rendered track is to mask them or not by their level).
+SEEN_IMPULSE_NS = 0.02
 
 
 def log_mel(cfg: ModelConfig) -> LogMel:
@@ -43,7 +59,11 @@ def log_mel(cfg: ModelConfig) -> LogMel:
     )
 
 
-def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
+def load_clip(
+    path: Path, cfg: ModelConfig, mel: LogMel, *, seen_impacts: bool = False, levels: bool = False
+) -> TrainClip:
+    """`seen_impacts`: every impact of at least SEEN_IMPULSE_NS is an onset target, not only the
+    contacts heard in the track; `levels`: fill in `impact_level`."""
     record = read_clip(path)
     if record.sample_rate != cfg.sample_rate:
         raise ValueError(
@@ -56,15 +76,18 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
     src = record.audio[: len(audio)]
     audio[: len(src)] = src
     onset = np.zeros(num_frames * cfg.mels_per_frame, np.float32)
-    # Only contacts a listener hears fire events: the model is not asked to see a resting
-    # object's inaudible rattle, and the targets are the evaluation's reference onsets.
+    # By default only contacts a listener hears fire events: the model is not asked to see a
+    # resting object's inaudible rattle, and the targets are the evaluation's reference onsets.
     starts = [record.impacts["time_s"].astype(np.float64)]
     for pair in range(len(record.slide_speed)):
         starts.append(
             motion_starts(record.track_times_s, record.slide_speed[pair], record.roll_speed[pair])
         )
     heard = audible(np.sort(np.concatenate(starts)), audio, cfg.sample_rate)
-    index = np.floor(heard * cfg.sample_rate / cfg.hop).astype(int)
+    targets = [heard]
+    if seen_impacts:
+        targets.append(record.impacts["time_s"][record.impacts["impulse_ns"] >= SEEN_IMPULSE_NS])
+    index = np.floor(np.concatenate(targets) * cfg.sample_rate / cfg.hop).astype(int)
     onset[index[(index >= 0) & (index < len(onset))]] = 1.0
     # Model frame j shows the source frame captured age[j] model frames before j / fps.
     shown = (np.arange(num_frames) - frames.age) / cfg.fps
@@ -79,14 +102,75 @@ def load_clip(path: Path, cfg: ModelConfig, mel: LogMel) -> TrainClip:
         torch.from_numpy(onset),
         audio_t,
         torch.from_numpy(record.screen_xy[source]),
+        impact_levels(record, cfg, mel, len(onset)) if levels else None,
+        heard,
     )
 
 
-def load_clips(data_dir: Path, cfg: ModelConfig, limit: int | None = None) -> list[TrainClip]:
+def impact_levels(record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int) -> torch.Tensor:
+    """`TrainClip.impact_level`: each group of impacts starting in one acoustic frame m,
+    re-synthesised exactly as the clip's track was (engines.audio.render), with the slide and
+    roll sound of the track (what is left of the track once all impacts are taken out: the
+    contact noise that starts with many impacts) but without the ringing of earlier impacts.
+    Analysed over a span of frames around m; per band the louder of frames m and m + 1."""
+    hop = cfg.hop
+    span = 8 * hop  # frames m - 2 .. m + 5; the analysis windows of m and m + 1 lie inside
+    pad = 2 * hop
+    impacts = np.zeros(len(record.audio) + pad + span)
+    groups: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for i, row in enumerate(record.impacts):
+        impact = Impact(
+            time_s=float(row["time_s"]),
+            impulse_ns=float(row["impulse_ns"]),
+            speed_mps=float(row["speed_mps"]),
+            object_id=int(row["object_id"]),
+            other_id=int(row["other_id"]),
+            material=MATERIAL_NAMES[int(row["material"])],
+            other_material=MATERIAL_NAMES[int(row["other_material"])],
+            size_m=float(row["size_m"]),
+            shape=SHAPES[int(row["shape"])],
+        )
+        start, samples = render_impact(
+            impact,
+            sample_rate=cfg.sample_rate,
+            seed=record.seed,
+            rng=np.random.default_rng([record.seed, 3, i]),
+        )
+        if start // hop >= frames:
+            continue
+        n = min(len(samples), len(impacts) - pad - start)
+        impacts[pad + start : pad + start + n] += GAIN * samples[:n]
+        groups.setdefault(start // hop, []).append((start, GAIN * samples))
+    # The track is soft-limited (engines.audio.render), nearly linear at these levels.
+    tracks = np.zeros_like(impacts)
+    tracks[pad : pad + len(record.audio)] = record.audio - impacts[pad : pad + len(record.audio)]
+    out = torch.full((frames, cfg.n_mels), float("nan"))
+    for m, members in groups.items():
+        first = m * hop  # the buffer's sample 0 is the clip's sample (m - 2) * hop
+        buffer = tracks[first : first + span].copy()
+        for start, samples in members:
+            offset = start - (m - 2) * hop
+            n = min(len(samples), span - offset)
+            buffer[offset : offset + n] += samples[:n]
+        with torch.no_grad():
+            levels = mel(torch.from_numpy(buffer).float()[None])[0]
+        out[m] = levels[2:4].amax(dim=0)
+    return out
+
+
+def load_clips(
+    data_dir: Path,
+    cfg: ModelConfig,
+    limit: int | None = None,
+    *,
+    seen_impacts: bool = False,
+    levels: bool = False,
+) -> list[TrainClip]:
+    """The clips of `data_dir` (the first `limit`); the flags as in `load_clip`."""
     paths = sorted(Path(data_dir).glob("*.npz"))[:limit]
     if not paths:
         raise FileNotFoundError(f"no .npz clips in {data_dir}")
     mel = log_mel(cfg)
-    clips = [load_clip(p, cfg, mel) for p in paths]
+    clips = [load_clip(p, cfg, mel, seen_impacts=seen_impacts, levels=levels) for p in paths]
     log.info("loaded %d clips from %s", len(clips), data_dir)
     return clips

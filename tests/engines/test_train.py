@@ -31,6 +31,8 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         crop_frames=16,
         vocoder_crop_frames=8,
         motion_weight=1.0,  # the optional dense motion targets run too
+        seen_impacts=True,  # and the impacts' level targets
+        level_weight=0.2,
     )
     checkpoint = train(data, tmp_path / "run", cfg, opts)
     export_tier(checkpoint, tmp_path / "models" / "smoke")
