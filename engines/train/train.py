@@ -387,28 +387,21 @@ def main(argv: list[str] | None = None) -> None:
         help="continue training this checkpoint's encoder and generator",
     )
     parser.add_argument("--lr", type=float, default=TrainOptions.lr)
-    parser.add_argument(
-        "--onset-weight",
-        type=float,
-        default=TrainOptions.onset_weight,
-        help="weight of the onset heads' loss against the mel loss",
-    )
-    parser.add_argument(
-        "--motion-weight",
-        type=float,
-        default=TrainOptions.motion_weight,
-        help="weight of the dense motion targets (engines.train.motion); 0 = off",
-    )
+    for name, meaning in (
+        ("onset", "the onset heads' loss against the mel loss"),
+        ("motion", "the dense motion targets (engines.train.motion); 0 = off"),
+        ("level", "the impact events' level loss (with --seen-impacts); 0 = off"),
+    ):
+        parser.add_argument(
+            f"--{name}-weight",
+            type=float,
+            default=getattr(TrainOptions, f"{name}_weight"),
+            help=f"weight of {meaning}",
+        )
     parser.add_argument(
         "--seen-impacts",
         action="store_true",
         help="onset targets on every impact of at least 0.02 N s, heard or not",
-    )
-    parser.add_argument(
-        "--level-weight",
-        type=float,
-        default=TrainOptions.level_weight,
-        help="weight of the impact events' level loss; 0 = off",
     )
     parser.add_argument(
         "--encoder-channels",
