@@ -3,7 +3,8 @@
     python -m engines.build                 # the `preview` tier into engines/artifacts/preview
 
 The recipe: 2400 simulated clips, and 240 more (other seeds) to calibrate the onset trigger on and
-report validation F1; the vocoder on ground-truth mels; the encoder and generator in
+report validation F1; the vocoder on ground-truth mels; the encoder and generator, with onset
+targets on every seen impact and each impact event's level learned from its own sound, in
 rounds of `--generator-steps`, each continuing from the last with a fresh one-cycle schedule
 (warm restarts); the onset trigger calibrated after each round. Deterministic per seed. The
 README states how long each step takes on a 2-core CPU.
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> None:
             generator_steps=args.generator_steps,
             lr=lr,
             seed=args.seed + i,
+            seen_impacts=True,
+            level_weight=0.2,
         )
         checkpoint = train(
             data,

@@ -44,7 +44,7 @@ class TrainOptions:
     # The dense motion targets (engines.train.motion); 0 = off. At 1.0 they did not raise the
     # onset F1 (docs/model-card.md), so the shipped recipe leaves them off.
     motion_weight: float = 0.0
-    # Two options that go together, off in the shipped recipe (docs/model-card.md): onset
+    # Two options that go together, on in the shipped recipe (engines.build): onset
     # targets on every impact of at least SEEN_IMPULSE_NS, heard or not, and a loss on each
     # impact event's emitted level against the impact's own sound (TrainClip.impact_level), so
     # that events under the ringing of earlier ones are as quiet as the real ones.
