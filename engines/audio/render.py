@@ -10,25 +10,36 @@ identity below `LIMIT_KNEE` and stays below `LIMIT_CEILING` < 1.0. Deterministic
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import numpy as np
 
 from engines.audio.contact import render_track
 from engines.audio.modal import render_impact
-from engines.sim.types import SimClip
+from engines.sim.types import Impact, SimClip
 
 GAIN = 0.15
 LIMIT_KNEE = 0.9
 LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
 
 
+def impact_sounds(
+    impacts: Sequence[Impact], *, sample_rate: int, seed: int
+) -> Iterator[tuple[int, np.ndarray]]:
+    """(first sample, samples) of each impact, as `synthesize` mixes them into the track (before
+    its GAIN and soft limit): the same sound for the same (impacts, seed)."""
+    for i, impact in enumerate(impacts):
+        start, samples = render_impact(
+            impact, sample_rate=sample_rate, seed=seed, rng=np.random.default_rng([seed, 3, i])
+        )
+        yield start, samples
+
+
 def synthesize(clip: SimClip, *, sample_rate: int = 48000, seed: int = 0) -> np.ndarray:
     """The clip's sound, (round(duration_s * sample_rate),) float32 in (-1, 1)."""
     n = round(clip.duration_s * sample_rate)
     out = np.zeros(n)
-    for i, impact in enumerate(clip.impacts):
-        start, samples = render_impact(
-            impact, sample_rate=sample_rate, seed=seed, rng=np.random.default_rng([seed, 3, i])
-        )
+    for start, samples in impact_sounds(clip.impacts, sample_rate=sample_rate, seed=seed):
         if start < n:
             m = min(len(samples), n - start)
             out[start : start + m] += samples[:m]

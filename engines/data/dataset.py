@@ -31,6 +31,7 @@ from engines.sim import SimClip, scene_from_seed, simulate
 from engines.sim.materials import MATERIAL_NAMES, material
 from engines.sim.scene import SHAPES
 from engines.sim.simulate import screen_track
+from engines.sim.types import Impact
 from service.media.frames import FrameScaler, rgb_as_decoded
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,24 @@ def impact_array(clip: SimClip) -> np.ndarray:
         for i in clip.impacts
     ]
     return np.array(rows, dtype=IMPACT_DTYPE)
+
+
+def impacts_of(impacts: np.ndarray) -> list[Impact]:
+    """`impact_array`'s inverse: the stored (I,) IMPACT_DTYPE rows as Impacts."""
+    return [
+        Impact(
+            time_s=float(row["time_s"]),
+            impulse_ns=float(row["impulse_ns"]),
+            speed_mps=float(row["speed_mps"]),
+            object_id=int(row["object_id"]),
+            other_id=int(row["other_id"]),
+            material=MATERIAL_NAMES[int(row["material"])],
+            other_material=MATERIAL_NAMES[int(row["other_material"])],
+            size_m=float(row["size_m"]),
+            shape=SHAPES[int(row["shape"])],
+        )
+        for row in impacts
+    ]
 
 
 def _track_arrays(clip: SimClip) -> dict[str, np.ndarray]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from engines.audio.render import synthesize
 from engines.eval.onsets import MIN_GAP_S, OnsetScore, combined, match_onsets
-from engines.eval.reference import contact_starts, motion_starts, reference_onsets
+from engines.eval.reference import contact_starts, reference_onsets, track_starts
 from engines.eval.sync import FPS_CHOICES, HOLDOUT_SEED_BASE
 from engines.sim import scene_from_seed
 from engines.sim.simulate import screen_track, simulate_unfilmed
@@ -81,10 +81,7 @@ def oracle_events(c: OracleClip, min_change_px: float | None) -> np.ndarray:
         if velocity_change_px(c.clip.screen_xy, c.fps, impact.time_s, impact.object_id)
         >= min_change_px
     ]
-    starts = [
-        motion_starts(track.time_s, track.slide_speed, track.roll_speed) for track in c.clip.tracks
-    ]
-    return merged(np.concatenate([np.asarray(seen, np.float64), *starts]))
+    return merged(np.concatenate([np.asarray(seen, np.float64), track_starts(c.clip)]))
 
 
 def oracle_clip(seed: int, fps: int, *, duration_s: float, holdout: bool) -> OracleClip:

@@ -21,10 +21,14 @@ MOVING_MPS = 0.01
 
 def contact_starts(clip: SimClip) -> np.ndarray:
     """Impact times and the times slides and rolls begin, sorted."""
-    times = [np.asarray([impact.time_s for impact in clip.impacts], dtype=np.float64)]
-    for track in clip.tracks:
-        times.append(motion_starts(track.time_s, track.slide_speed, track.roll_speed))
-    return np.sort(np.concatenate(times))
+    impacts = np.asarray([impact.time_s for impact in clip.impacts], dtype=np.float64)
+    return np.sort(np.concatenate([impacts, track_starts(clip)]))
+
+
+def track_starts(clip: SimClip) -> np.ndarray:
+    """The times slides and rolls begin, over all contact pairs (unsorted)."""
+    starts = [motion_starts(t.time_s, t.slide_speed, t.roll_speed) for t in clip.tracks]
+    return np.concatenate([np.zeros(0), *starts])
 
 
 def motion_starts(

@@ -10,16 +10,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines.audio.modal import render_impact
-from engines.audio.render import GAIN
-from engines.data.dataset import ClipRecord
+from engines.audio.render import GAIN, impact_sounds
+from engines.data.dataset import ClipRecord, impacts_of
 from engines.data.dataset import load_clip as read_clip
 from engines.eval.reference import audible, motion_starts
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
-from engines.sim.materials import MATERIAL_NAMES
-from engines.sim.scene import SHAPES
-from engines.sim.types import Impact
 from service.pipeline.preprocess import resample_clip
 
 log = logging.getLogger(__name__)
@@ -118,24 +114,10 @@ def impact_levels(record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int
     pad = 2 * hop
     impacts = np.zeros(len(record.audio) + pad + span)
     groups: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for i, row in enumerate(record.impacts):
-        impact = Impact(
-            time_s=float(row["time_s"]),
-            impulse_ns=float(row["impulse_ns"]),
-            speed_mps=float(row["speed_mps"]),
-            object_id=int(row["object_id"]),
-            other_id=int(row["other_id"]),
-            material=MATERIAL_NAMES[int(row["material"])],
-            other_material=MATERIAL_NAMES[int(row["other_material"])],
-            size_m=float(row["size_m"]),
-            shape=SHAPES[int(row["shape"])],
-        )
-        start, samples = render_impact(
-            impact,
-            sample_rate=cfg.sample_rate,
-            seed=record.seed,
-            rng=np.random.default_rng([record.seed, 3, i]),
-        )
+    sounds = impact_sounds(
+        impacts_of(record.impacts), sample_rate=cfg.sample_rate, seed=record.seed
+    )
+    for start, samples in sounds:
         if start // hop >= frames:
             continue
         n = min(len(samples), len(impacts) - pad - start)
