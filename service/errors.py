@@ -6,6 +6,8 @@ The pipeline never formats HTTP responses: it raises one of these, and `service.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class FoleyError(Exception):
     """Base error: `code` is a stable machine-readable string, `reason` a human sentence."""
@@ -47,3 +49,11 @@ class LimitExceeded(InvalidInput):
 class NotReady(FoleyError):
     code = "not_ready"
     http_status = 503
+
+
+class Busy(FoleyError):
+    """At capacity (renders waiting, export jobs queued): the same request later will do."""
+
+    code = "busy"
+    http_status = 503
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}

@@ -43,12 +43,6 @@ class ClientDisconnected(InvalidInput):
     http_status = 400
 
 
-class Busy(FoleyError):
-    code = "busy"
-    http_status = 503
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
-
-
 class EngineUnavailable(FoleyError):
     """The engine failed to load: this process will never be ready."""
 

@@ -19,10 +19,10 @@ from typing import Protocol
 import anyio
 from fastapi import Request
 
-from service.api.errors import Busy, EngineUnavailable
+from service.api.errors import EngineUnavailable
 from service.cache import Cache, NoCache
 from service.config import Settings
-from service.errors import NotReady
+from service.errors import Busy, NotReady
 from service.jobs.manager import JobManager
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig

@@ -19,7 +19,7 @@ from typing import ParamSpec, Protocol, TypeVar
 import redis
 
 from service.config import Settings
-from service.errors import FoleyError, InvalidInput
+from service.errors import Busy, FoleyError, InvalidInput
 from service.jobs.records import JobError, JobRecord
 from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
@@ -55,9 +55,8 @@ class ResultExpired(FoleyError):
     http_status = 410
 
 
-class QueueFull(FoleyError):
-    code = "busy"
-    http_status = 503
+class QueueFull(Busy):
+    pass
 
 
 class QueueUnavailable(FoleyError):

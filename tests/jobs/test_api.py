@@ -158,4 +158,5 @@ def test_refusals(engine):
         post(client)
         busy = post(client)
         assert busy.status_code == 503 and busy.json()["error"]["code"] == "busy"
+        assert busy.headers["retry-after"]  # as for a busy render: the same request later
         engine.gate.set()
