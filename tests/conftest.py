@@ -17,6 +17,7 @@ TINY_MODEL = ModelConfig(
     feature_dim=16,
     encoder_channels=(8, 16, 16),
     generator_dim=32,
+    generator_lookahead=2,  # not the default: streaming and serving read it from the config
     vocoder_dim=32,
     vocoder_hidden=64,
     vocoder_blocks=1,

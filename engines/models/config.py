@@ -28,6 +28,8 @@ class ModelConfig:
     # The visual encoder's widths: its patch embedding, then one stride-2 convolution each.
     encoder_channels: tuple[int, ...] = (24, 32, 48, 64)
     generator_dim: int = 128
+    # Video frames the generator sees past the one it renders: latency for a live stream.
+    generator_lookahead: int = 1
     # Hidden width of the generator's ConvNeXt MLPs, as a multiple of their width; structured
     # pruning (engines.export.prune) lowers it.
     generator_expand: float = 3.0
@@ -54,6 +56,7 @@ class ModelConfig:
             dim=self.generator_dim,
             expand=self.generator_expand,
             log_floor=self.log_floor,
+            lookahead=self.generator_lookahead,
         )
         vocoder = Vocoder(
             n_mels=self.n_mels,

@@ -4,8 +4,9 @@ Contract:  features [B, T, D] float32
            -> mel   [B, T * R, n_mels] float32 (natural log of mel power, floor log_floor)
               onset [B, T * R] float32 in [0, 1] (probability that a contact sound starts in
                     that acoustic frame)
-R = mels_per_frame. Output frame t*R + r depends on features [t - left_context, t + 1]: one video
-frame of lookahead, because a bounce is only visible once the object has moved away again.
+R = mels_per_frame. Output frame t*R + r depends on features [t - left_context, t + lookahead]:
+by default one video frame of lookahead, because a bounce is only visible once the object has
+moved away again.
 
 The mel is the sum, in power, of two parts:
 - a continuous part (rolling, sliding), regressed directly, then averaged in power over the last
@@ -57,9 +58,11 @@ class Generator(nn.Module):
         mel_blocks: int = 2,
         expand: float = 3.0,
         log_floor: float = 1e-5,
+        lookahead: int = 1,
     ) -> None:
         super().__init__()
-        self.inp = CausalConv1d(feature_dim, dim, 3, lookahead=1)
+        # Taps t - 1 .. t + lookahead.
+        self.inp = CausalConv1d(feature_dim, dim, 2 + lookahead, lookahead=lookahead)
         self.blocks = nn.ModuleList(
             ConvNeXtBlock(dim, round(dim * expand), kernel=3, dilation=d) for d in dilations
         )

@@ -181,10 +181,17 @@ def _levels(clip: TrainClip) -> torch.Tensor:
 
 
 def _warm_start(module: torch.nn.Module, checkpoint: Path, name: str) -> None:
-    """Copy the checkpoint stage's tensors whose names and shapes match (new heads start fresh)."""
+    """Copy the checkpoint stage's tensors whose names and shapes match (new heads start fresh).
+    A convolution kernel that grew by taps at its end (more lookahead) takes the checkpoint's as
+    its first taps, the new ones zero: the stage starts out computing what the checkpoint's did."""
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)[name]
     own = module.state_dict()
     same = {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+    for k, v in state.items():
+        mine = own.get(k)
+        longer = mine is not None and mine.dim() == v.dim() == 3 and k not in same
+        if longer and mine.shape[:2] == v.shape[:2] and mine.shape[2] > v.shape[2]:
+            same[k] = torch.cat([v, v.new_zeros(*v.shape[:2], mine.shape[2] - v.shape[2])], 2)
     module.load_state_dict(same, strict=False)
     log.info("%s: %d of %d tensors from %s", name, len(same), len(own), checkpoint)
 
@@ -411,6 +418,12 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--feature-dim", type=int, default=ModelConfig.feature_dim)
     parser.add_argument(
+        "--lookahead",
+        type=int,
+        default=ModelConfig.generator_lookahead,
+        help="video frames the generator sees past the one it renders",
+    )
+    parser.add_argument(
         "--val", type=Path, default=None, help="clips (not trained on) to calibrate and report on"
     )
     args = parser.parse_args(argv)
@@ -425,7 +438,11 @@ def main(argv: list[str] | None = None) -> None:
         seen_impacts=args.seen_impacts,
         level_weight=args.level_weight,
     )
-    cfg = ModelConfig(encoder_channels=args.encoder_channels, feature_dim=args.feature_dim)
+    cfg = ModelConfig(
+        encoder_channels=args.encoder_channels,
+        feature_dim=args.feature_dim,
+        generator_lookahead=args.lookahead,
+    )
     if args.init_from is not None:  # a pruned checkpoint (engines.export.prune) stays pruned
         expand = checkpoint_config(args.init_from).generator_expand
         cfg = dataclasses.replace(cfg, generator_expand=expand)

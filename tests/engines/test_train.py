@@ -6,10 +6,12 @@ import dataclasses
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from engines.data.dataset import make_clip, save_clip
 from engines.export.onnx_export import export_tier
-from engines.train.train import TrainOptions, train
+from engines.models.checkpoint import save_checkpoint
+from engines.train.train import TrainOptions, _warm_start, train
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
@@ -43,3 +45,19 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
     assert result.tier == "smoke"
     assert result.duration_s == clip.end_s - clip.pts_s[0]
     assert np.isfinite(list(result.timings.values())).all()
+
+
+def test_warm_start_with_more_lookahead_starts_where_the_checkpoint_was(tmp_path: Path) -> None:
+    """A generator given one more frame of lookahead, warm-started from one without, computes
+    what the checkpoint's did until training moves the new taps off zero."""
+    short = dataclasses.replace(TINY_MODEL, generator_lookahead=1)
+    encoder, generator, vocoder = short.build()
+    checkpoint = save_checkpoint(tmp_path / "short.pt", short, encoder, generator, vocoder)
+    _, longer, _ = TINY_MODEL.build()
+    _warm_start(longer, checkpoint, "generator")
+    assert longer.right_context == generator.right_context + 1
+    features = torch.randn(1, 12, TINY_MODEL.feature_dim)
+    with torch.no_grad():
+        now, before = longer.eval().heads(features), generator.eval().heads(features)
+    for a, b in zip(now, before, strict=True):
+        torch.testing.assert_close(a, b)
