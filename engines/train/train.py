@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onset
 from engines.models.checkpoint import checkpoint_config, load_stage, save_checkpoint
 from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
+from engines.train.distractors import distractor_clip
 from engines.train.losses import multi_resolution_stft_loss
 from engines.train.motion import MotionHead, crop_screen, motion_loss, motion_targets
 
@@ -50,6 +52,10 @@ class TrainOptions:
     # that events under the ringing of earlier ones are as quiet as the real ones.
     seen_impacts: bool = False
     level_weight: float = 0.0
+    # Share of generator crops replaced by a procedural scene where nothing sounds
+    # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.
+    distractor_p: float = 0.0
+    distractor_pool: int = 160
     vocoder_crop_frames: int = 24  # video frames per vocoder crop (0.8 s)
     lr: float = 2e-3
     seed: int = 0
@@ -215,10 +221,22 @@ def train_generator(
     scheduler = _schedule(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
     r, n = cfg.mels_per_frame, opts.crop_frames
+    pool = None
+    if opts.distractor_p > 0:
+        pool_gen = torch.Generator().manual_seed(opts.seed + 2)
+        pool = [
+            distractor_clip(n, cfg.height, cfg.width, pool_gen) for _ in range(opts.distractor_pool)
+        ]
     started = time.perf_counter()
     for step in range(opts.generator_steps):
         picks = _crop_starts(clips, opts.generator_batch, n, gen, True)
         rgb = torch.stack([c.rgb[s : s + n] for c, s in picks])
+        # Crops replaced by a scene where nothing sounds: silence and no contact as targets.
+        silent = torch.zeros(len(picks), dtype=torch.bool)
+        if pool is not None:
+            silent = torch.rand(len(picks), generator=gen) < opts.distractor_p
+            for i in torch.nonzero(silent).flatten().tolist():
+                rgb[i] = pool[int(torch.randint(len(pool), (1,), generator=gen))]
         # A mirrored scene sounds the same (mono): half the crops are flipped left-right.
         flip = torch.rand(len(picks), generator=gen) < 0.5
         rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
@@ -226,6 +244,8 @@ def train_generator(
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
+        target[silent] = math.log(cfg.log_floor)
+        onset[silent] = 0.0
         trunk = generator.trunk(encoder(frames, age))
         x, onset_logit, offset_logit = generator.decode(trunk)
         # Teacher forcing: the ground-truth contact frames fire the events.
@@ -237,6 +257,7 @@ def train_generator(
         level_loss = torch.zeros(())
         if opts.level_weight > 0:
             levels = torch.stack([_levels(c)[s * r : (s + n) * r] for c, s in picks])
+            levels[silent] = float("nan")
             hit = ~torch.isnan(levels[..., 0])
             if hit.any():
                 predicted = generator.event_level(x).clamp(max=8.0).transpose(1, 2)
@@ -247,6 +268,7 @@ def train_generator(
             objects = max(c.screen.shape[1] for c, _ in picks)
             screen = torch.stack([crop_screen(c.screen, s, n, objects) for c, s in picks])
             motion = motion_targets(screen, scale, (cfg.width, cfg.height))
+            motion[silent] = 0.0  # no object in view
             m_loss = motion_loss(motion_head(trunk), motion)
             loss = loss + opts.motion_weight * m_loss
         _step(optimizer, scheduler, loss)
@@ -424,6 +446,12 @@ def main(argv: list[str] | None = None) -> None:
         help="video frames the generator sees past the one it renders",
     )
     parser.add_argument(
+        "--distractors",
+        type=float,
+        default=TrainOptions.distractor_p,
+        help="share of crops replaced by procedural scenes where nothing sounds",
+    )
+    parser.add_argument(
         "--val", type=Path, default=None, help="clips (not trained on) to calibrate and report on"
     )
     args = parser.parse_args(argv)
@@ -437,6 +465,7 @@ def main(argv: list[str] | None = None) -> None:
         motion_weight=args.motion_weight,
         seen_impacts=args.seen_impacts,
         level_weight=args.level_weight,
+        distractor_p=args.distractors,
     )
     cfg = ModelConfig(
         encoder_channels=args.encoder_channels,

@@ -10,7 +10,7 @@ import av
 import numpy as np
 import pytest
 
-from engines.eval.footage import BOUNDS, DEFAULT_FOOTAGE, measure, with_still_ends
+from engines.eval.footage import DEFAULT_FOOTAGE, measure, with_still_ends
 
 RATE = 48000
 
@@ -73,12 +73,10 @@ def test_still_ends_hold_the_first_and_last_frames(tmp_path: Path) -> None:
 
 
 def test_the_shipped_tier_on_real_footage(real_engine, tmp_path: Path) -> None:
-    """No clipping, no DC offset, bounded loudness and no onset where nothing moves, on real
-    camera footage (the still-span level is reported by the eval, see docs/model-card.md)."""
+    """No clipping, no DC offset, bounded loudness, and silence where nothing moves, on real
+    camera footage."""
     from engines.eval.footage import render
 
     report = render(real_engine, DEFAULT_FOOTAGE, tmp_path, hold_s=2.0)
-    assert report.clipped == 0 and report.peak_db <= BOUNDS.peak_db
-    assert abs(report.dc) <= BOUNDS.dc
-    assert report.loudest_db <= BOUNDS.loudest_db
-    assert report.still_onsets == 0
+    assert report.failures() == []
+    assert report.duration_s == pytest.approx(11.6, abs=0.05)

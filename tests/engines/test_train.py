@@ -35,6 +35,8 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         motion_weight=1.0,  # the optional dense motion targets run too
         seen_impacts=True,  # and the impacts' level targets
         level_weight=0.2,
+        distractor_p=0.5,  # and the procedural scenes where nothing sounds
+        distractor_pool=2,
     )
     checkpoint = train(data, tmp_path / "run", cfg, opts)
     export_tier(checkpoint, tmp_path / "models" / "smoke")
