@@ -435,8 +435,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--encoder-channels",
         type=lambda text: tuple(int(c) for c in text.split(",")),
-        default=ModelConfig.encoder_channels,
-        help="the visual encoder's widths, comma-separated (patch embedding first)",
+        default=None,
+        help="the visual encoder's widths, comma-separated (patch embedding first); default: "
+        "those of --init-from, else the reference model's",
     )
     parser.add_argument("--feature-dim", type=int, default=ModelConfig.feature_dim)
     parser.add_argument(
@@ -467,14 +468,14 @@ def main(argv: list[str] | None = None) -> None:
         level_weight=args.level_weight,
         distractor_p=args.distractors,
     )
-    cfg = ModelConfig(
-        encoder_channels=args.encoder_channels,
-        feature_dim=args.feature_dim,
-        generator_lookahead=args.lookahead,
-    )
+    cfg = ModelConfig(feature_dim=args.feature_dim, generator_lookahead=args.lookahead)
     if args.init_from is not None:  # a pruned checkpoint (engines.export.prune) stays pruned
-        expand = checkpoint_config(args.init_from).generator_expand
-        cfg = dataclasses.replace(cfg, generator_expand=expand)
+        start = checkpoint_config(args.init_from)
+        cfg = dataclasses.replace(
+            cfg, generator_expand=start.generator_expand, encoder_channels=start.encoder_channels
+        )
+    if args.encoder_channels is not None:
+        cfg = dataclasses.replace(cfg, encoder_channels=args.encoder_channels)
     train(
         args.data,
         args.out,
