@@ -113,7 +113,7 @@ def measure(
 def with_still_ends(video: Path, out: Path, hold_s: float) -> tuple[float, float]:
     """`video` with its first frame held for `hold_s` before it and its last frame after it,
     re-encoded as H.264 at its own frame rate -> (seconds before the motion, seconds to the end
-    of it)."""
+    of it). Holds every decoded frame in memory: meant for short clips."""
     with av.open(str(video)) as src:
         stream = src.streams.video[0]
         rate = stream.average_rate or Fraction(25)
