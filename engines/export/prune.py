@@ -96,6 +96,7 @@ def prune(checkpoint: Path, out: Path, keep: float, encoder_keep: float = 1.0) -
     cfg, encoder, generator, vocoder = load_checkpoint(checkpoint)
     if not (0 < keep <= 1 and 0 < encoder_keep <= 1):
         raise ValueError("keep and encoder_keep must be in (0, 1]")
+    before = {name: _size(m) for name, m in (("encoder", encoder), ("generator", generator))}
     expand = cfg.generator_expand * keep
     for blocks in (generator.blocks, generator.mel_blocks):
         for i, block in enumerate(blocks):
@@ -109,15 +110,14 @@ def prune(checkpoint: Path, out: Path, keep: float, encoder_keep: float = 1.0) -
     fresh_encoder, fresh, _ = pruned_cfg.build()
     fresh_encoder.load_state_dict(encoder.state_dict())
     fresh.load_state_dict(generator.state_dict())
-    _, encoder_before, generator_before, _ = load_checkpoint(checkpoint)
-    for name, a, b in (
-        ("encoder", encoder_before, fresh_encoder),
-        ("generator", generator_before, fresh),
-    ):
-        before, after = (sum(p.numel() for p in m.parameters()) for m in (a, b))
-        log.info("%s: %d -> %d parameters", name, before, after)
+    for name, m in (("encoder", fresh_encoder), ("generator", fresh)):
+        log.info("%s: %d -> %d parameters", name, before[name], _size(m))
     out.parent.mkdir(parents=True, exist_ok=True)
     return save_checkpoint(out, pruned_cfg, fresh_encoder, fresh, vocoder)
+
+
+def _size(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
 
 
 def main(argv: list[str] | None = None) -> None:
