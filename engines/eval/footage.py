@@ -124,7 +124,7 @@ def with_still_ends(video: Path, out: Path, hold_s: float) -> tuple[float, float
     sequence = [frames[0]] * held + frames + [frames[-1]] * held
     with av.open(str(out), "w") as dst:
         enc = dst.add_stream("libx264", rate=rate)
-        enc.width, enc.height = frames[0].width - frames[0].width % 2, frames[0].height // 2 * 2
+        enc.width, enc.height = frames[0].width // 2 * 2, frames[0].height // 2 * 2  # even sizes
         enc.pix_fmt, enc.options = "yuv420p", {"crf": "18"}
         for i, frame in enumerate(sequence):
             picture = frame.reformat(width=enc.width, height=enc.height)
