@@ -66,11 +66,16 @@ class ChannelLayerNorm(nn.LayerNorm):
 
 
 class ConvNeXtBlock(nn.Module):
-    """Vocos-style block, causal: depthwise conv -> LN -> pointwise MLP -> layer scale."""
+    """Vocos-style block: depthwise conv -> LN -> pointwise MLP -> layer scale. Causal unless
+    given a `lookahead` (at most the kernel's span; half of it centres the kernel)."""
 
-    def __init__(self, dim: int, hidden: int, kernel: int = 7, dilation: int = 1) -> None:
+    def __init__(
+        self, dim: int, hidden: int, kernel: int = 7, dilation: int = 1, lookahead: int = 0
+    ) -> None:
         super().__init__()
-        self.dwconv = CausalConv1d(dim, dim, kernel, dilation=dilation, groups=dim)
+        self.dwconv = CausalConv1d(
+            dim, dim, kernel, dilation=dilation, groups=dim, lookahead=lookahead
+        )
         self.norm = ChannelLayerNorm(dim)
         self.pw1 = nn.Conv1d(dim, hidden, 1)
         self.pw2 = nn.Conv1d(hidden, dim, 1)
@@ -84,7 +89,9 @@ class ConvNeXtBlock(nn.Module):
         return self._mix(x, self.dwconv(x))
 
     def step(self, x: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Streaming `forward` (see CausalConv1d.step; the block has no lookahead)."""
+        """Streaming `forward` (see CausalConv1d.step), for a causal block only."""
+        if self.dwconv.right_context:
+            raise NotImplementedError("a block with lookahead does not stream")
         y, state = self.dwconv.step(x, state)
         return self._mix(x, y), state
 

@@ -36,11 +36,19 @@ class TrainClip:
     # where no impact starts. What an event fired there should emit.
     impact_level: torch.Tensor | None  # None unless asked for
     heard: np.ndarray  # the contacts heard in the track (s): the sync metric's reference onsets
+    # How each impact group's own sound (alone: no track, no other impact) rings down: the
+    # acoustic frames where groups start (E,) int64, and their log-mel over that frame and the
+    # DECAY_FRAMES - 1 after it (E, DECAY_FRAMES, n_mels). Filled in with `impact_level`.
+    decay_at: torch.Tensor | None = None
+    decay: torch.Tensor | None = None
 
 
 # With `seen_impacts`, impacts at least this strong are onset targets whether the ground-truth
 # track lets them be heard or not (the rendered track is to mask them or not by their level).
 SEEN_IMPULSE_NS = 0.02
+# Acoustic frames of each impact's ringing that `decay` holds (100 ms): where the materials'
+# decays part (engines.eval.material reads 80 ms).
+DECAY_FRAMES = 12
 
 
 def log_mel(cfg: ModelConfig) -> LogMel:
@@ -91,6 +99,7 @@ def load_clip(
     audio_t = torch.from_numpy(audio)
     with torch.no_grad():
         target = mel(audio_t[None])[0]
+    level, decay_at, decay = impact_levels(record, cfg, mel, len(onset)) if levels else (None,) * 3
     return TrainClip(
         torch.from_numpy(frames.rgb),
         torch.from_numpy(frames.age),
@@ -98,17 +107,22 @@ def load_clip(
         torch.from_numpy(onset),
         audio_t,
         torch.from_numpy(record.screen_xy[source]),
-        impact_levels(record, cfg, mel, len(onset)) if levels else None,
+        level,
         heard,
+        decay_at,
+        decay,
     )
 
 
-def impact_levels(record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int) -> torch.Tensor:
-    """`TrainClip.impact_level`: each group of impacts starting in one acoustic frame m,
-    re-synthesised exactly as the clip's track was (engines.audio.render), with the slide and
-    roll sound of the track (what is left of the track once all impacts are taken out: the
-    contact noise that starts with many impacts) but without the ringing of earlier impacts.
-    Analysed over a span of frames around m; per band the louder of frames m and m + 1."""
+def impact_levels(
+    record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(`TrainClip.impact_level`, `decay_at`, `decay`). The level: each group of impacts
+    starting in one acoustic frame m, re-synthesised exactly as the clip's track was
+    (engines.audio.render), with the slide and roll sound of the track (what is left of the track
+    once all impacts are taken out: the contact noise that starts with many impacts) but without
+    the ringing of earlier impacts. Analysed over a span of frames around m; per band the louder
+    of frames m and m + 1. The decay: the group's sound alone, frames m .. m + DECAY_FRAMES - 1."""
     hop = cfg.hop
     span = 8 * hop  # frames m - 2 .. m + 5; the analysis windows of m and m + 1 lie inside
     pad = 2 * hop
@@ -127,17 +141,24 @@ def impact_levels(record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int
     tracks = np.zeros_like(impacts)
     tracks[pad : pad + len(record.audio)] = record.audio - impacts[pad : pad + len(record.audio)]
     out = torch.full((frames, cfg.n_mels), float("nan"))
-    for m, members in groups.items():
+    decay_span = (DECAY_FRAMES + 4) * hop  # frames m - 2 .. m + DECAY_FRAMES + 1
+    decay_at = sorted(groups)
+    decay = torch.empty(len(decay_at), DECAY_FRAMES, cfg.n_mels)
+    for i, m in enumerate(decay_at):
         first = m * hop  # the buffer's sample 0 is the clip's sample (m - 2) * hop
         buffer = tracks[first : first + span].copy()
-        for start, samples in members:
+        alone = np.zeros(decay_span)
+        for start, samples in groups[m]:
             offset = start - (m - 2) * hop
             n = min(len(samples), span - offset)
             buffer[offset : offset + n] += samples[:n]
+            n = min(len(samples), decay_span - offset)
+            alone[offset : offset + n] += samples[:n]
         with torch.no_grad():
             levels = mel(torch.from_numpy(buffer).float()[None])[0]
+            decay[i] = mel(torch.from_numpy(alone).float()[None])[0, 2 : 2 + DECAY_FRAMES]
         out[m] = levels[2:4].amax(dim=0)
-    return out
+    return out, torch.tensor(decay_at, dtype=torch.int64), decay
 
 
 def load_clips(

@@ -52,6 +52,9 @@ class TrainOptions:
     # that events under the ringing of earlier ones are as quiet as the real ones.
     seen_impacts: bool = False
     level_weight: float = 0.0
+    # A loss on how each impact event rings down, band by band, against the impact's own sound
+    # alone (TrainClip.decay): the material is in the decay. 0 = off.
+    decay_weight: float = 0.0
     # Share of generator crops replaced by a procedural scene where nothing sounds
     # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.
     distractor_p: float = 0.0
@@ -180,6 +183,43 @@ def onset_losses(
     return loss
 
 
+def decay_loss(
+    generator: torch.nn.Module,
+    x: torch.Tensor,
+    picks: list[tuple[TrainClip, int]],
+    silent: torch.Tensor,
+    r: int,
+    n: int,
+    log_floor: float,
+) -> torch.Tensor:
+    """L1 between how the impact events of a batch ring down (Generator.event_decays) and how
+    their own sound does (TrainClip.decay), both relative to the level at the attack, from the
+    third frame on (the first two hold the attack inside the analysis window), in the bands
+    where the attack stands 4 nepers above the floor, the target floored as the mel is."""
+    rows, frames, targets = [], [], []
+    for i, (clip, s) in enumerate(picks):
+        if clip.decay_at is None or clip.decay is None:
+            raise ValueError("decay_weight needs clips loaded with levels=True")
+        inside = (clip.decay_at >= s * r) & (clip.decay_at < (s + n) * r)
+        if silent[i] or not inside.any():
+            continue
+        rows.append(torch.full((int(inside.sum()),), i))
+        frames.append(clip.decay_at[inside] - s * r)
+        targets.append(clip.decay[inside])
+    if not rows:
+        return x.new_zeros(())
+    target = torch.cat(targets)  # (E, K, n_mels)
+    predicted = generator.event_decays(x, torch.cat(rows), torch.cat(frames), target.shape[1])
+    floor = math.log(log_floor)
+    peak = target[:, :2].amax(dim=1, keepdim=True)
+    relative = (target - peak)[:, 2:]
+    predicted = torch.maximum(predicted[:, 2:], floor - peak)
+    heard = (peak > floor + 4.0).expand_as(relative)
+    if not heard.any():
+        return x.new_zeros(())
+    return F.l1_loss(predicted[heard], relative[heard])
+
+
 def _levels(clip: TrainClip) -> torch.Tensor:
     if clip.impact_level is None:
         raise ValueError("level_weight needs clips loaded with levels=True")
@@ -263,6 +303,10 @@ def train_generator(
                 predicted = generator.event_level(x).clamp(max=8.0).transpose(1, 2)
                 level_loss = F.l1_loss(predicted[hit], levels[hit])
                 loss = loss + opts.level_weight * level_loss
+        d_loss = torch.zeros(())
+        if opts.decay_weight > 0:
+            d_loss = decay_loss(generator, x, picks, silent, r, n, cfg.log_floor)
+            loss = loss + opts.decay_weight * d_loss
         m_loss = torch.zeros(())
         if opts.motion_weight > 0:
             objects = max(c.screen.shape[1] for c, _ in picks)
@@ -274,12 +318,13 @@ def train_generator(
         _step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
-                "generator step %d mel %.4f onset %.4f motion %.4f level %.4f (%.0f s)",
+                "generator step %d mel %.4f onset %.4f motion %.4f level %.4f decay %.4f (%.0f s)",
                 step,
                 mel_loss.item(),
                 onset_loss.item(),
                 m_loss.item(),
                 level_loss.item(),
+                d_loss.item(),
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):
@@ -381,13 +426,24 @@ def train(
     on the clips of `val_dir` (a tenth of the training clips without one)."""
     torch.manual_seed(opts.seed)
     clips = load_clips(
-        data_dir, cfg, limit, seen_impacts=opts.seen_impacts, levels=opts.level_weight > 0
+        data_dir,
+        cfg,
+        limit,
+        seen_impacts=opts.seen_impacts,
+        levels=opts.level_weight > 0 or opts.decay_weight > 0,
     )
     val = load_clips(val_dir, cfg, seen_impacts=opts.seen_impacts) if val_dir else None
     if vocoder_from is None:
         vocoder = train_vocoder(clips, cfg, opts)
     else:
         vocoder = load_stage(vocoder_from, "vocoder")
+        reused = checkpoint_config(vocoder_from)  # a distilled vocoder may differ in size
+        cfg = dataclasses.replace(
+            cfg,
+            vocoder_dim=reused.vocoder_dim,
+            vocoder_hidden=reused.vocoder_hidden,
+            vocoder_blocks=reused.vocoder_blocks,
+        )
     encoder, generator = train_generator(clips, cfg, opts, init_from, val)
     calibrate_trigger(encoder, generator, vocoder, val or clips[: max(1, len(clips) // 10)], cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -420,6 +476,7 @@ def main(argv: list[str] | None = None) -> None:
         ("onset", "the onset heads' loss against the mel loss"),
         ("motion", "the dense motion targets (engines.train.motion); 0 = off"),
         ("level", "the impact events' level loss (with --seen-impacts); 0 = off"),
+        ("decay", "the impact events' decay loss; 0 = off"),
     ):
         parser.add_argument(
             f"--{name}-weight",
@@ -466,6 +523,7 @@ def main(argv: list[str] | None = None) -> None:
         motion_weight=args.motion_weight,
         seen_impacts=args.seen_impacts,
         level_weight=args.level_weight,
+        decay_weight=args.decay_weight,
         distractor_p=args.distractors,
     )
     cfg = ModelConfig(feature_dim=args.feature_dim, generator_lookahead=args.lookahead)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import types
 from pathlib import Path
 
 import numpy as np
@@ -35,6 +37,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         motion_weight=1.0,  # the optional dense motion targets run too
         seen_impacts=True,  # and the impacts' level targets
         level_weight=0.2,
+        decay_weight=0.2,  # and their decays
         distractor_p=0.5,  # and the procedural scenes where nothing sounds
         distractor_pool=2,
     )
@@ -63,3 +66,33 @@ def test_warm_start_with_more_lookahead_starts_where_the_checkpoint_was(tmp_path
         now, before = longer.eval().heads(features), generator.eval().heads(features)
     for a, b in zip(now, before, strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_decay_loss_is_zero_for_the_decay_the_events_ring_with() -> None:
+    """Events whose decay mixture is all on one T60 ring down as exp(-rate * k); a target that
+    rings so scores 0, one that rings otherwise does not."""
+    from engines.models.generator import DECAY_T60_S
+    from engines.train.data import DECAY_FRAMES
+    from engines.train.train import decay_loss
+
+    _, generator, _ = TINY_MODEL.build()
+    n_mels, decays = TINY_MODEL.n_mels, len(DECAY_T60_S)
+    with torch.no_grad():
+        generator.event_decay.weight.zero_()
+        bias = torch.full((n_mels, decays), -30.0)
+        bias[:, 3] = 0.0  # all on the fourth decay
+        generator.event_decay.bias.copy_(bias.reshape(-1))
+    r, n = TINY_MODEL.mels_per_frame, 4
+    x = torch.randn(1, generator.mel_dim, n * r)
+    rate = math.log(1e6) / (DECAY_T60_S[3] * TINY_MODEL.sample_rate / TINY_MODEL.hop)
+    rings = -rate * torch.arange(DECAY_FRAMES, dtype=torch.float32)
+    clip = types.SimpleNamespace(
+        decay_at=torch.tensor([5]),
+        decay=(rings[:, None] - 2.0).expand(DECAY_FRAMES, n_mels)[None].clone(),
+    )
+    silent = torch.zeros(1, dtype=torch.bool)
+    loss = decay_loss(generator, x, [(clip, 0)], silent, r, n, TINY_MODEL.log_floor)
+    assert float(loss) < 1e-4
+    clip.decay = (3 * rings[:, None] - 2.0).expand(DECAY_FRAMES, n_mels)[None].clone()
+    assert float(decay_loss(generator, x, [(clip, 0)], silent, r, n, TINY_MODEL.log_floor)) > 0.1
+    assert float(decay_loss(generator, x, [(clip, 0)], ~silent, r, n, TINY_MODEL.log_floor)) == 0

@@ -9,7 +9,7 @@ import torch
 
 from engines.data.dataset import make_clip, save_clip
 from engines.models.config import ModelConfig
-from engines.train.data import SEEN_IMPULSE_NS, load_clip, log_mel
+from engines.train.data import DECAY_FRAMES, SEEN_IMPULSE_NS, load_clip, log_mel
 
 
 def test_every_strong_impact_is_an_onset_target_with_the_level_of_its_own_sound(
@@ -44,6 +44,13 @@ def test_every_strong_impact_is_an_onset_target_with_the_level_of_its_own_sound(
     power = torch.exp(clip.impact_level[later]).sum(dim=1)
     assert (power <= torch.exp(track).sum(dim=1) * 1.05).all()
     assert (clip.impact_level[later] < track - 0.5).any()
+    # Each group's own ringing, from the frame it starts on: it rings down.
+    assert clip.decay_at is not None and clip.decay is not None
+    assert clip.decay_at.tolist() == sorted(set(starts.tolist()))
+    assert clip.decay.shape == (len(clip.decay_at), DECAY_FRAMES, cfg.n_mels)
+    loud = clip.decay[0, :2].amax(dim=0) > -6.0
+    assert loud.sum() > 10
+    assert (clip.decay[0, -1, loud] < clip.decay[0, :2, loud].amax(dim=0)).all()
 
 
 def test_by_default_the_onset_targets_are_the_heard_contacts(tmp_path: Path) -> None:
