@@ -4,6 +4,8 @@ vocoder (the student) trained from the teacher's outputs.
     python -m engines.train.vocoder teacher --data data/train --out runs/teacher.pt
     python -m engines.train.vocoder student --data data/train --teacher runs/teacher.pt \\
         --into runs/preview/model.pt --out runs/distilled/model.pt
+    python -m engines.train.vocoder swap --vocoder-from runs/distilled/model.pt \\
+        --into runs/other/model.pt --out runs/other-distilled/model.pt --val data/val
 
 `teacher` trains engines.models.teacher on ground-truth mel -> ground-truth audio (multi-resolution
 STFT + mel L1). `student` trains a vocoder of the service's form (engines.models.vocoder, causal,
@@ -30,7 +32,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from engines.models.checkpoint import load_checkpoint, save_checkpoint
+from engines.models.checkpoint import (
+    checkpoint_config,
+    load_checkpoint,
+    load_stage,
+    save_checkpoint,
+)
 from engines.models.config import ModelConfig
 from engines.models.discriminator import (
     MultiResolutionDiscriminator,
@@ -84,8 +91,10 @@ class Recipe:
     # `adversarial_batch` crops of each batch.
     adversarial_from: int = 1000
     adversarial_batch: int = 4
-    adversarial_weight: float = 1.0
-    matching_weight: float = 2.0
+    # HiFi-GAN and Vocos weigh their mel loss about 45: the adversary's terms are a fifth to a
+    # tenth of the spectral loss there, and are here.
+    adversarial_weight: float = 0.1
+    matching_weight: float = 0.2
     seed: int = 0
 
 
@@ -196,6 +205,12 @@ def main(argv: list[str] | None = None) -> None:
             default=None,
             help="step the adversary starts at (teacher default: never; student: half way)",
         )
+    swap = sub.add_parser(
+        "swap", help="write one checkpoint's vocoder into another (e.g. a student, once trained)"
+    )
+    swap.add_argument("--vocoder-from", type=Path, required=True)
+    swap.add_argument("--into", type=Path, required=True)
+    swap.add_argument("--out", type=Path, required=True)
     t = sub.choices["teacher"]
     for field in ("dim", "hidden", "blocks"):
         t.add_argument(f"--{field}", type=int, default=getattr(TeacherConfig, field))
@@ -206,13 +221,14 @@ def main(argv: list[str] | None = None) -> None:
     s.add_argument(
         "--teacher", type=Path, default=None, help="distil from it (default: ground truth)"
     )
-    s.add_argument(
-        "--val",
-        type=Path,
-        default=None,
-        help="clips (with frames) to recalibrate the onset trigger on with the new vocoder "
-        "(engines.train.train.calibrate_trigger); default: keep the --into checkpoint's",
-    )
+    for command in (s, swap):
+        command.add_argument(
+            "--val",
+            type=Path,
+            default=None,
+            help="clips (with frames) to recalibrate the onset trigger on with the new vocoder "
+            "(engines.train.train.calibrate_trigger); default: keep the --into checkpoint's",
+        )
     s.add_argument("--dim", type=int, default=128)
     s.add_argument("--hidden", type=int, default=384)
     s.add_argument("--blocks", type=int, default=8)
@@ -235,6 +251,15 @@ def main(argv: list[str] | None = None) -> None:
         fit(model, sounds, [s.audio for s in sounds], cfg, recipe, "teacher")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         save_teacher(args.out, model)
+    elif args.command == "swap":
+        base, encoder, generator, _ = load_checkpoint(args.into)
+        donor = checkpoint_config(args.vocoder_from)
+        cfg = student_config(base, donor.vocoder_dim, donor.vocoder_hidden, donor.vocoder_blocks)
+        model = load_stage(args.vocoder_from, "vocoder")
+        if args.val is not None:
+            calibrate_trigger(encoder, generator, model, load_clips(args.val, cfg), cfg)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        save_checkpoint(args.out, cfg, encoder, generator, model)
     else:
         base, encoder, generator, _ = load_checkpoint(args.into)
         cfg = student_config(base, args.dim, args.hidden, args.blocks)

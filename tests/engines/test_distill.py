@@ -137,6 +137,18 @@ def test_teacher_then_student_into_a_served_tier(tmp_path: Path) -> None:
     for a, b in zip(encoder.state_dict().values(), base_encoder.state_dict().values(), strict=True):
         assert torch.equal(a, b)  # only the vocoder is replaced
 
+    # The trained student moves into another checkpoint whole.
+    other = save_checkpoint(tmp_path / "other.pt", cfg, *cfg.build())
+    moved = tmp_path / "moved.pt"
+    distill.main(
+        ["swap", "--vocoder-from", str(student), "--into", str(other), "--out", str(moved)]
+    )
+    assert load_checkpoint(moved)[0].vocoder_blocks == 2
+    for a, b in zip(
+        load_checkpoint(moved)[3].state_dict().values(), vocoder.state_dict().values(), strict=True
+    ):
+        assert torch.equal(a, b)
+
     export_tier(student, tmp_path / "models" / "distilled")
     engine = FoleyEngine.load(Settings(models_dir=tmp_path / "models", default_tier="distilled"))
     clip = videos.encode_clip(tmp_path / "in.mp4", fps=25, frames=30, size=(96, 64))
