@@ -1,7 +1,8 @@
 """Vocoder distillation: a large teacher trained on the simulated sound, and the service's compact
 vocoder (the student) trained from the teacher's outputs.
 
-    python -m engines.train.vocoder teacher --data data/train --out runs/teacher.pt
+    python -m engines.train.vocoder teacher --data data/train --limit 1200 --steps 3000 \\
+        --lr 1e-3 --crop-mels 48 --out runs/teacher.pt
     python -m engines.train.vocoder student --data data/train --teacher runs/teacher.pt \\
         --into runs/preview/model.pt --out runs/distilled/model.pt
     python -m engines.train.vocoder swap --vocoder-from runs/distilled/model.pt \\
@@ -84,12 +85,12 @@ def load_sounds(data_dir: Path, cfg: ModelConfig, limit: int | None = None) -> l
 class Recipe:
     steps: int = 2000
     batch: int = 12
-    crop_mels: int = 48  # mel frames per crop (0.4 s)
-    lr: float = 1e-3
+    crop_mels: int = 96  # mel frames per crop (0.8 s)
+    lr: float = 2e-3
     mel_weight: float = 0.5
     # The adversary: on from this step (0 = from the start; >= steps = never), on the first
     # `adversarial_batch` crops of each batch.
-    adversarial_from: int = 1000
+    adversarial_from: int = 1500
     adversarial_batch: int = 4
     # HiFi-GAN and Vocos weigh their mel loss about 45: the adversary's terms are a fifth to a
     # tenth of the spectral loss there, and are here.
@@ -200,10 +201,13 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--steps", type=int, default=Recipe.steps)
         p.add_argument("--lr", type=float, default=Recipe.lr)
         p.add_argument(
+            "--crop-mels", type=int, default=Recipe.crop_mels, help="mel frames per crop"
+        )
+        p.add_argument(
             "--adversarial-from",
             type=int,
             default=None,
-            help="step the adversary starts at (teacher default: never; student: half way)",
+            help="step the adversary starts at (teacher default: never; student: 3/4 of the way)",
         )
     swap = sub.add_parser(
         "swap", help="write one checkpoint's vocoder into another (e.g. a student, once trained)"
@@ -246,6 +250,7 @@ def main(argv: list[str] | None = None) -> None:
         recipe = Recipe(
             steps=args.steps,
             lr=args.lr,
+            crop_mels=args.crop_mels,
             adversarial_from=never if args.adversarial_from is None else args.adversarial_from,
         )
         fit(model, sounds, [s.audio for s in sounds], cfg, recipe, "teacher")
@@ -271,11 +276,12 @@ def main(argv: list[str] | None = None) -> None:
         )
         log.info("targets ready (%.0f s)", time.perf_counter() - started)
         _, _, model = cfg.build()
-        half = args.steps // 2
+        late = args.steps * 3 // 4
         recipe = Recipe(
             steps=args.steps,
             lr=args.lr,
-            adversarial_from=half if args.adversarial_from is None else args.adversarial_from,
+            crop_mels=args.crop_mels,
+            adversarial_from=late if args.adversarial_from is None else args.adversarial_from,
         )
         fit(model, sounds, targets, cfg, recipe, "student")
         if args.val is not None:
