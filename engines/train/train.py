@@ -53,7 +53,8 @@ class TrainOptions:
     seen_impacts: bool = False
     level_weight: float = 0.0
     # A loss on how each impact event rings down, band by band, against the impact's own sound
-    # alone (TrainClip.decay): the material is in the decay. 0 = off.
+    # alone (TrainClip.decay), where materials differ most. 0 = off; at 0.3 it did not make the
+    # material heard (docs/model-card.md), so the shipped recipe leaves it off.
     decay_weight: float = 0.0
     # Share of generator crops replaced by a procedural scene where nothing sounds
     # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.
