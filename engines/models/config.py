@@ -3,7 +3,7 @@ tier's config.json, which is the only place the service reads them from."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from engines.models.encoder import VisualEncoder
 from engines.models.generator import Generator
@@ -66,6 +66,15 @@ class ModelConfig:
             blocks=self.vocoder_blocks,
         )
         return encoder, generator, vocoder
+
+    def with_vocoder_of(self, other: ModelConfig) -> ModelConfig:
+        """This config with `other`'s vocoder size: for a checkpoint given another's vocoder."""
+        return replace(
+            self,
+            vocoder_dim=other.vocoder_dim,
+            vocoder_hidden=other.vocoder_hidden,
+            vocoder_blocks=other.vocoder_blocks,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)

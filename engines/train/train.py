@@ -83,13 +83,13 @@ def _crop_starts(
     return picks
 
 
-def _schedule(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LRScheduler:
+def one_cycle(optimizer: torch.optim.Optimizer, steps: int) -> torch.optim.lr_scheduler.LRScheduler:
     return torch.optim.lr_scheduler.OneCycleLR(
         optimizer, max_lr=optimizer.param_groups[0]["lr"], total_steps=steps, pct_start=0.05
     )
 
 
-def _step(
+def optimizer_step(
     optimizer: torch.optim.Optimizer,
     scheduler: torch.optim.lr_scheduler.LRScheduler,
     loss: torch.Tensor,
@@ -107,7 +107,7 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
     mel = log_mel(cfg)
     spf = cfg.sample_rate // cfg.fps
     optimizer = torch.optim.AdamW(vocoder.parameters(), lr=opts.lr, betas=(0.8, 0.99))
-    scheduler = _schedule(optimizer, opts.vocoder_steps)
+    scheduler = one_cycle(optimizer, opts.vocoder_steps)
     gen = torch.Generator().manual_seed(opts.seed)
     started = time.perf_counter()
     for step in range(opts.vocoder_steps):
@@ -121,7 +121,7 @@ def train_vocoder(clips: list[TrainClip], cfg: ModelConfig, opts: TrainOptions) 
         )
         pred = vocoder(target_mel)
         loss = multi_resolution_stft_loss(pred, audio) + F.l1_loss(mel(pred), target_mel) * 0.5
-        _step(optimizer, scheduler, loss)
+        optimizer_step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.vocoder_steps - 1:
             log.info(
                 "vocoder step %d loss %.4f (%.0f s)",
@@ -259,7 +259,7 @@ def train_generator(
     motion_head = MotionHead(generator.onset.in_channels)
     params = [*encoder.parameters(), *generator.parameters(), *motion_head.parameters()]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
-    scheduler = _schedule(optimizer, opts.generator_steps)
+    scheduler = one_cycle(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
     r, n = cfg.mels_per_frame, opts.crop_frames
     pool = None
@@ -316,7 +316,7 @@ def train_generator(
             motion[silent] = 0.0  # no object in view
             m_loss = motion_loss(motion_head(trunk), motion)
             loss = loss + opts.motion_weight * m_loss
-        _step(optimizer, scheduler, loss)
+        optimizer_step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
                 "generator step %d mel %.4f onset %.4f motion %.4f level %.4f decay %.4f (%.0f s)",
@@ -438,13 +438,8 @@ def train(
         vocoder = train_vocoder(clips, cfg, opts)
     else:
         vocoder = load_stage(vocoder_from, "vocoder")
-        reused = checkpoint_config(vocoder_from)  # a distilled vocoder may differ in size
-        cfg = dataclasses.replace(
-            cfg,
-            vocoder_dim=reused.vocoder_dim,
-            vocoder_hidden=reused.vocoder_hidden,
-            vocoder_blocks=reused.vocoder_blocks,
-        )
+        # A distilled vocoder may differ in size.
+        cfg = cfg.with_vocoder_of(checkpoint_config(vocoder_from))
     encoder, generator = train_generator(clips, cfg, opts, init_from, val)
     calibrate_trigger(encoder, generator, vocoder, val or clips[: max(1, len(clips) // 10)], cfg)
     out_dir.mkdir(parents=True, exist_ok=True)

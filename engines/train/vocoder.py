@@ -49,7 +49,7 @@ from engines.models.mel import LogMel
 from engines.models.teacher import TeacherConfig, TeacherVocoder, load_teacher, save_teacher
 from engines.train.data import load_clips, log_mel
 from engines.train.losses import multi_resolution_stft_loss
-from engines.train.train import calibrate_trigger
+from engines.train.train import calibrate_trigger, one_cycle, optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +142,7 @@ def fit(
     gen = torch.Generator().manual_seed(recipe.seed)
     mel = log_mel(cfg)
     optimizer = torch.optim.AdamW(model.parameters(), lr=recipe.lr, betas=(0.8, 0.99))
-    scheduler = torch.optim.lr_scheduler.OneCycleLR(
-        optimizer, max_lr=recipe.lr, total_steps=recipe.steps, pct_start=0.05
-    )
+    scheduler = one_cycle(optimizer, recipe.steps)
     adversary = MultiResolutionDiscriminator()
     adversary_opt = torch.optim.AdamW(adversary.parameters(), lr=recipe.lr, betas=(0.8, 0.99))
     model.train()
@@ -163,11 +161,7 @@ def fit(
             adversary_opt.step()
             g_adv, g_match = generator_losses(adversary(real), adversary(fake))
             loss = loss + recipe.adversarial_weight * g_adv + recipe.matching_weight * g_match
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        scheduler.step()
+        optimizer_step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == recipe.steps - 1:
             log.info(
                 "%s step %d spectral loss %.4f%s (%.0f s)",
@@ -186,8 +180,18 @@ def teacher_audio(teacher: TeacherVocoder, sounds: list[Sound]) -> list[torch.Te
         return [teacher(s.mel[None])[0] for s in sounds]
 
 
-def student_config(cfg: ModelConfig, dim: int, hidden: int, blocks: int) -> ModelConfig:
-    return dataclasses.replace(cfg, vocoder_dim=dim, vocoder_hidden=hidden, vocoder_blocks=blocks)
+def write(
+    args: argparse.Namespace,
+    cfg: ModelConfig,
+    encoder: nn.Module,
+    generator: nn.Module,
+    vocoder: nn.Module,
+) -> None:
+    """Save the checkpoint with `vocoder`, its onset trigger first recalibrated on `--val`."""
+    if args.val is not None:
+        calibrate_trigger(encoder, generator, vocoder, load_clips(args.val, cfg), cfg)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    save_checkpoint(args.out, cfg, encoder, generator, vocoder)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -258,16 +262,13 @@ def main(argv: list[str] | None = None) -> None:
         save_teacher(args.out, model)
     elif args.command == "swap":
         base, encoder, generator, _ = load_checkpoint(args.into)
-        donor = checkpoint_config(args.vocoder_from)
-        cfg = student_config(base, donor.vocoder_dim, donor.vocoder_hidden, donor.vocoder_blocks)
-        model = load_stage(args.vocoder_from, "vocoder")
-        if args.val is not None:
-            calibrate_trigger(encoder, generator, model, load_clips(args.val, cfg), cfg)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(args.out, cfg, encoder, generator, model)
+        cfg = base.with_vocoder_of(checkpoint_config(args.vocoder_from))
+        write(args, cfg, encoder, generator, load_stage(args.vocoder_from, "vocoder"))
     else:
         base, encoder, generator, _ = load_checkpoint(args.into)
-        cfg = student_config(base, args.dim, args.hidden, args.blocks)
+        cfg = dataclasses.replace(
+            base, vocoder_dim=args.dim, vocoder_hidden=args.hidden, vocoder_blocks=args.blocks
+        )
         sounds = load_sounds(args.data, cfg, args.limit)
         targets = (
             teacher_audio(load_teacher(args.teacher), sounds)
@@ -284,11 +285,7 @@ def main(argv: list[str] | None = None) -> None:
             adversarial_from=late if args.adversarial_from is None else args.adversarial_from,
         )
         fit(model, sounds, targets, cfg, recipe, "student")
-        if args.val is not None:
-            val = load_clips(args.val, cfg)
-            calibrate_trigger(encoder, generator, model, val, cfg)
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        save_checkpoint(args.out, cfg, encoder, generator, model)
+        write(args, cfg, encoder, generator, model)
     log.info("saved %s (%.0f s)", args.out, time.perf_counter() - started)
 
 
