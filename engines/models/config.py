@@ -27,6 +27,8 @@ class ModelConfig:
     feature_dim: int = 96
     # The visual encoder's widths: its patch embedding, then one stride-2 convolution each.
     encoder_channels: tuple[int, ...] = (24, 32, 48, 64)
+    # Attention pools over the encoder's patch grid (VisualEncoder); 0 = none.
+    encoder_glimpses: int = 0
     generator_dim: int = 128
     # Video frames the generator sees past the one it renders: latency for a live stream.
     generator_lookahead: int = 1
@@ -47,6 +49,7 @@ class ModelConfig:
             width=self.width,
             dim=self.feature_dim,
             channels=tuple(self.encoder_channels),
+            glimpses=self.encoder_glimpses,
         )
         generator = Generator(
             feature_dim=self.feature_dim,

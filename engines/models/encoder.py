@@ -15,6 +15,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+# Scales the glimpses' attention logits: at 1 the attention of a fresh 1x1 convolution is nearly
+# uniform, so the glimpses start as the picture's mean and, on the material targets, stayed
+# there; at 10 they pick out the moving patches from the start (docs/model-card.md).
+GLIMPSE_SHARPNESS = 10.0
+
 
 class VisualEncoder(nn.Module):
     left_context = 1
@@ -28,13 +33,20 @@ class VisualEncoder(nn.Module):
         dim: int = 96,
         stem: int = 4,
         channels: tuple[int, ...] = (24, 32, 48, 64),
+        glimpses: int = 0,
     ) -> None:
         """A `stem` x `stem` patch embedding (stride `stem`) of each frame, then, on the
         embeddings of the frame and of its difference to the previous frame, a stride-2 3x3
         convolution per further entry of `channels`. The embedding is linear, so the difference
         of two frames' embeddings is the embedding of their difference: each frame is embedded
         once, and a larger input costs little (small objects need the pixels, not a deep stack
-        at full resolution)."""
+        at full resolution).
+
+        `glimpses`: attention maps over the patch grid, each pooling the patches' embeddings
+        (frame and difference) where it points, at the embedding's full resolution: what a small
+        moving object looks like (its colour, so its material) survives, where the strided
+        convolutions blur it into its surroundings. Added to the features through a projection
+        that starts at zero, so a checkpoint without them computes the same until they learn."""
         super().__init__()
         self.stem = nn.Conv2d(3, channels[0], stem, stride=stem)
         layers: list[nn.Module] = []
@@ -47,6 +59,12 @@ class VisualEncoder(nn.Module):
         self.proj = nn.Linear(c_in * (height // scale) * (width // scale), dim)
         self.out = nn.Linear(dim + 1, dim)
         self.dim, self.height, self.width = dim, height, width
+        self.glimpses = glimpses
+        if glimpses:
+            self.attend = nn.Conv2d(2 * channels[0], glimpses, 1)
+            self.glimpse = nn.Linear(glimpses * 2 * channels[0], dim)
+            nn.init.zeros_(self.glimpse.weight)
+            nn.init.zeros_(self.glimpse.bias)
 
     def forward(self, frames: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
         e = self.embed(frames)
@@ -83,6 +101,12 @@ class VisualEncoder(nn.Module):
         b, t = e.shape[:2]
         prev = torch.cat([before, e[:, :-1]], dim=1)
         x = F.gelu(torch.cat([e, (e - prev) * 4.0], dim=2)).flatten(0, 1)
-        x = self.cnn(x).reshape(b, t, -1)
-        x = F.gelu(self.proj(x))
+        pooled = self.proj(self.cnn(x).reshape(b, t, -1))
+        if self.glimpses:
+            where = torch.softmax(
+                GLIMPSE_SHARPNESS * self.attend(x).flatten(2), dim=-1
+            )  # [B*T, G, HW]
+            seen = where @ x.flatten(2).transpose(1, 2)  # [B*T, G, C]
+            pooled = pooled + self.glimpse(seen.reshape(b, t, -1))
+        x = F.gelu(pooled)
         return self.out(torch.cat([x, age.unsqueeze(-1)], dim=-1))

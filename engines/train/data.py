@@ -16,6 +16,7 @@ from engines.data.dataset import load_clip as read_clip
 from engines.eval.reference import audible, motion_starts
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
+from engines.train.material import impact_materials
 from service.pipeline.preprocess import resample_clip
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ class TrainClip:
     # DECAY_FRAMES - 1 after it (E, DECAY_FRAMES, n_mels). Filled in with `impact_level`.
     decay_at: torch.Tensor | None = None
     decay: torch.Tensor | None = None
+    # (T, 2) int64: per video frame, the object and other material of its strongest impact
+    # (engines.train.material); -1 where none starts.
+    material: torch.Tensor | None = None
 
 
 # With `seen_impacts`, impacts at least this strong are onset targets whether the ground-truth
@@ -111,6 +115,7 @@ def load_clip(
         heard,
         decay_at,
         decay,
+        impact_materials(record.impacts, num_frames, 1.0 / cfg.fps, SEEN_IMPULSE_NS),
     )
 
 

@@ -26,6 +26,7 @@ from engines.models.config import ModelConfig
 from engines.train.data import TrainClip, load_clips, log_mel
 from engines.train.distractors import distractor_clip
 from engines.train.losses import multi_resolution_stft_loss
+from engines.train.material import NO_IMPACT, MaterialHead, material_accuracy, material_loss
 from engines.train.motion import MotionHead, crop_screen, motion_loss, motion_targets
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class TrainOptions:
     # alone (TrainClip.decay), where materials differ most. 0 = off; at 0.3 it did not make the
     # material heard (docs/model-card.md), so the shipped recipe leaves it off.
     decay_weight: float = 0.0
+    # Material targets on the trunk at impact frames (engines.train.material); 0 = off.
+    material_weight: float = 0.0
     # Share of generator crops replaced by a procedural scene where nothing sounds
     # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.
     distractor_p: float = 0.0
@@ -221,6 +224,28 @@ def decay_loss(
     return F.l1_loss(predicted[heard], relative[heard])
 
 
+def _materials(clip: TrainClip) -> torch.Tensor:
+    if clip.material is None:
+        raise ValueError("material_weight needs clips with material targets")
+    return clip.material
+
+
+def validation_materials(
+    encoder: torch.nn.Module,
+    generator: torch.nn.Module,
+    head: MaterialHead,
+    clips: list[TrainClip],
+) -> tuple[float, float, int]:
+    """The material head's accuracy at the impact frames of `clips` (material_accuracy)."""
+    logits, targets = [], []
+    with torch.no_grad():
+        for clip in clips:
+            frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
+            logits.append(head(generator.trunk(encoder(frames, clip.age[None])))[0])
+            targets.append(_materials(clip))
+    return material_accuracy(torch.cat(logits), torch.cat(targets))
+
+
 def _levels(clip: TrainClip) -> torch.Tensor:
     if clip.impact_level is None:
         raise ValueError("level_weight needs clips loaded with levels=True")
@@ -257,7 +282,13 @@ def train_generator(
         _warm_start(encoder, init_from, "encoder")
         _warm_start(generator, init_from, "generator")
     motion_head = MotionHead(generator.onset.in_channels)
-    params = [*encoder.parameters(), *generator.parameters(), *motion_head.parameters()]
+    material_head = MaterialHead(generator.onset.in_channels)
+    params = [
+        *encoder.parameters(),
+        *generator.parameters(),
+        *motion_head.parameters(),
+        *material_head.parameters(),
+    ]
     optimizer = torch.optim.AdamW(params, lr=opts.lr, weight_decay=1e-4)
     scheduler = one_cycle(optimizer, opts.generator_steps)
     gen = torch.Generator().manual_seed(opts.seed + 1)
@@ -316,16 +347,25 @@ def train_generator(
             motion[silent] = 0.0  # no object in view
             m_loss = motion_loss(motion_head(trunk), motion)
             loss = loss + opts.motion_weight * m_loss
+        k_loss = torch.zeros(())
+        if opts.material_weight > 0:
+            materials = torch.stack([_materials(c)[s : s + n] for c, s in picks])
+            # Flipping keeps the colours; a distractor crop has no impact.
+            materials[silent] = NO_IMPACT
+            k_loss = material_loss(material_head(trunk), materials)
+            loss = loss + opts.material_weight * k_loss
         optimizer_step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
-                "generator step %d mel %.4f onset %.4f motion %.4f level %.4f decay %.4f (%.0f s)",
+                "generator step %d mel %.4f onset %.4f motion %.4f level %.4f decay %.4f "
+                "material %.4f (%.0f s)",
                 step,
                 mel_loss.item(),
                 onset_loss.item(),
                 m_loss.item(),
                 level_loss.item(),
                 d_loss.item(),
+                k_loss.item(),
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):
@@ -337,6 +377,13 @@ def train_generator(
                 score.precision,
                 score.recall,
             )
+            if opts.material_weight > 0:
+                log.info(
+                    "generator step %d validation material accuracy: object %.3f, other %.3f "
+                    "(%d impacts)",
+                    step,
+                    *validation_materials(encoder, generator, material_head, val),
+                )
             encoder.train()
             generator.train()
     return encoder.eval(), generator.eval()
@@ -473,6 +520,7 @@ def main(argv: list[str] | None = None) -> None:
         ("motion", "the dense motion targets (engines.train.motion); 0 = off"),
         ("level", "the impact events' level loss (with --seen-impacts); 0 = off"),
         ("decay", "the impact events' decay loss; 0 = off"),
+        ("material", "the material targets at impact frames (engines.train.material); 0 = off"),
     ):
         parser.add_argument(
             f"--{name}-weight",
@@ -491,6 +539,13 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="the visual encoder's widths, comma-separated (patch embedding first); default: "
         "those of --init-from, else the reference model's",
+    )
+    parser.add_argument(
+        "--encoder-glimpses",
+        type=int,
+        default=None,
+        help="attention pools over the encoder's patch grid; default: those of --init-from, "
+        "else the reference model's",
     )
     parser.add_argument("--feature-dim", type=int, default=ModelConfig.feature_dim)
     parser.add_argument(
@@ -520,16 +575,22 @@ def main(argv: list[str] | None = None) -> None:
         seen_impacts=args.seen_impacts,
         level_weight=args.level_weight,
         decay_weight=args.decay_weight,
+        material_weight=args.material_weight,
         distractor_p=args.distractors,
     )
     cfg = ModelConfig(feature_dim=args.feature_dim, generator_lookahead=args.lookahead)
     if args.init_from is not None:  # a pruned checkpoint (engines.export.prune) stays pruned
         start = checkpoint_config(args.init_from)
         cfg = dataclasses.replace(
-            cfg, generator_expand=start.generator_expand, encoder_channels=start.encoder_channels
+            cfg,
+            generator_expand=start.generator_expand,
+            encoder_channels=start.encoder_channels,
+            encoder_glimpses=start.encoder_glimpses,
         )
     if args.encoder_channels is not None:
         cfg = dataclasses.replace(cfg, encoder_channels=args.encoder_channels)
+    if args.encoder_glimpses is not None:
+        cfg = dataclasses.replace(cfg, encoder_glimpses=args.encoder_glimpses)
     train(
         args.data,
         args.out,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from engines.models.encoder import VisualEncoder
@@ -36,9 +37,17 @@ def test_onset_output_is_a_probability_per_acoustic_frame() -> None:
     torch.testing.assert_close(per_frame, torch.sigmoid(onset_logit))
 
 
-def test_encoder_feature_sees_its_frame_and_left_context_before() -> None:
+def _encoder(glimpses: int) -> VisualEncoder:
+    encoder = VisualEncoder(height=64, width=64, dim=8, glimpses=glimpses).eval()
+    if glimpses:  # they start at zero: make them count
+        torch.nn.init.normal_(encoder.glimpse.weight)
+    return encoder
+
+
+@pytest.mark.parametrize("glimpses", [0, 2])
+def test_encoder_feature_sees_its_frame_and_left_context_before(glimpses: int) -> None:
     torch.manual_seed(0)
-    encoder = VisualEncoder(height=64, width=64, dim=8).eval()
+    encoder = _encoder(glimpses)
     n, changed_frame = 10, 3
     frames, age = torch.rand(1, n, 3, 64, 64), torch.zeros(1, n)
     changed = frames.clone()
@@ -48,3 +57,25 @@ def test_encoder_feature_sees_its_frame_and_left_context_before() -> None:
     differs = (a - b).abs().amax(dim=-1)[0] > 1e-6
     seen_by = range(changed_frame, changed_frame + encoder.left_context + 1)
     assert differs.tolist() == [t in seen_by for t in range(n)]
+
+
+def test_encoder_streams_with_glimpses() -> None:
+    torch.manual_seed(0)
+    encoder = _encoder(2)
+    frames, age = torch.rand(1, 7, 3, 64, 64), torch.rand(1, 7)
+    with torch.no_grad():
+        whole = encoder(frames, age)
+        first, state = encoder.step(frames[:, :3], age[:, :3], encoder.initial_state())
+        rest, _ = encoder.step(frames[:, 3:], age[:, 3:], state)
+    torch.testing.assert_close(torch.cat([first, rest], dim=1), whole)
+
+
+def test_glimpses_added_to_a_trained_encoder_start_where_it_was() -> None:
+    torch.manual_seed(0)
+    before = VisualEncoder(height=64, width=64, dim=8).eval()
+    after = VisualEncoder(height=64, width=64, dim=8, glimpses=2).eval()
+    missing = after.load_state_dict(before.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == ["attend.bias", "attend.weight", "glimpse.bias", "glimpse.weight"]
+    frames, age = torch.rand(1, 5, 3, 64, 64), torch.zeros(1, 5)
+    with torch.no_grad():
+        torch.testing.assert_close(after(frames, age), before(frames, age))

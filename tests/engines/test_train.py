@@ -26,7 +26,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    cfg = dataclasses.replace(TINY_MODEL, name="smoke")
+    cfg = dataclasses.replace(TINY_MODEL, name="smoke", encoder_glimpses=2)  # exported too
     opts = TrainOptions(
         vocoder_steps=3,
         generator_steps=3,
@@ -38,6 +38,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         seen_impacts=True,  # and the impacts' level targets
         level_weight=0.2,
         decay_weight=0.2,  # and their decays
+        material_weight=0.3,  # and the material targets
         distractor_p=0.5,  # and the procedural scenes where nothing sounds
         distractor_pool=2,
     )
