@@ -103,10 +103,9 @@ class VisualEncoder(nn.Module):
         x = F.gelu(torch.cat([e, (e - prev) * 4.0], dim=2)).flatten(0, 1)
         pooled = self.proj(self.cnn(x).reshape(b, t, -1))
         if self.glimpses:
-            where = torch.softmax(
-                GLIMPSE_SHARPNESS * self.attend(x).flatten(2), dim=-1
-            )  # [B*T, G, HW]
-            seen = where @ x.flatten(2).transpose(1, 2)  # [B*T, G, C]
+            # Attention [B*T, G, HW] over the patch grid, and what each glimpse sees [B*T, G, C].
+            where = torch.softmax(GLIMPSE_SHARPNESS * self.attend(x).flatten(2), dim=-1)
+            seen = where @ x.flatten(2).transpose(1, 2)
             pooled = pooled + self.glimpse(seen.reshape(b, t, -1))
         x = F.gelu(pooled)
         return self.out(torch.cat([x, age.unsqueeze(-1)], dim=-1))

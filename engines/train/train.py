@@ -57,7 +57,9 @@ class TrainOptions:
     # alone (TrainClip.decay), where materials differ most. 0 = off; at 0.3 it did not make the
     # material heard (docs/model-card.md), so the shipped recipe leaves it off.
     decay_weight: float = 0.0
-    # Material targets on the trunk at impact frames (engines.train.material); 0 = off.
+    # Material targets on the trunk at impact frames (engines.train.material); 0 = off. At 0.3
+    # the trunk learned the surface but not the object (docs/model-card.md), so the shipped
+    # recipe leaves it off.
     material_weight: float = 0.0
     # Share of generator crops replaced by a procedural scene where nothing sounds
     # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.
