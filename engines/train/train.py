@@ -232,20 +232,26 @@ def _materials(clip: TrainClip) -> torch.Tensor:
     return clip.material
 
 
-def validation_materials(
-    encoder: torch.nn.Module,
-    generator: torch.nn.Module,
-    head: MaterialHead,
-    clips: list[TrainClip],
-) -> tuple[float, float, int]:
-    """The material head's accuracy at the impact frames of `clips` (material_accuracy)."""
-    logits, targets = [], []
+def trunks(
+    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip]
+) -> list[torch.Tensor]:
+    """Per clip, the generator's video-rate trunk [1, dim, T] over its whole length."""
+    out = []
     with torch.no_grad():
         for clip in clips:
             frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            logits.append(head(generator.trunk(encoder(frames, clip.age[None])))[0])
-            targets.append(_materials(clip))
-    return material_accuracy(torch.cat(logits), torch.cat(targets))
+            out.append(generator.trunk(encoder(frames, clip.age[None])))
+    return out
+
+
+def validation_materials(
+    head: MaterialHead, trunks: list[torch.Tensor], clips: list[TrainClip]
+) -> tuple[float, float, int]:
+    """The material head's accuracy at the impact frames of `clips` (material_accuracy), read
+    from their `trunks`."""
+    with torch.no_grad():
+        logits = torch.cat([head(trunk)[0] for trunk in trunks])
+    return material_accuracy(logits, torch.cat([_materials(clip) for clip in clips]))
 
 
 def _levels(clip: TrainClip) -> torch.Tensor:
@@ -371,7 +377,8 @@ def train_generator(
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):
-            score = onset_score(generator, onset_heads(encoder.eval(), generator.eval(), val), cfg)
+            seen = trunks(encoder.eval(), generator.eval(), val)
+            score = onset_score(generator, onset_heads(generator, seen, val), cfg)
             log.info(
                 "generator step %d validation onset F1 %.3f (P %.3f, R %.3f)",
                 step,
@@ -384,7 +391,7 @@ def train_generator(
                     "generator step %d validation material accuracy: object %.3f, other %.3f "
                     "(%d impacts)",
                     step,
-                    *validation_materials(encoder, generator, material_head, val),
+                    *validation_materials(material_head, seen, val),
                 )
             encoder.train()
             generator.train()
@@ -395,14 +402,13 @@ Heads = list[tuple[torch.Tensor, torch.Tensor, np.ndarray]]
 
 
 def onset_heads(
-    encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip]
+    generator: torch.nn.Module, trunks: list[torch.Tensor], clips: list[TrainClip]
 ) -> Heads:
-    """Per clip: the onset and offset logits of the model, and the contact frames."""
+    """Per clip: the onset and offset logits read from its trunk, and the contact frames."""
     heads = []
     with torch.no_grad():
-        for clip in clips:
-            frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            _, onset_logit, offset_logit = generator.heads(encoder(frames, clip.age[None]))
+        for trunk, clip in zip(trunks, clips, strict=True):
+            _, onset_logit, offset_logit = generator.decode(trunk)
             heads.append((onset_logit, offset_logit, np.flatnonzero(clip.onset.numpy())))
     return heads
 
@@ -436,10 +442,7 @@ def calibrate_trigger(
     heard in the rendered track either, so this is the threshold for the track, not for the
     events. Stored in the generator, so exported with it."""
     with torch.no_grad():
-        runs = []
-        for clip in clips:
-            frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            runs.append(generator.heads(encoder(frames, clip.age[None])))
+        runs = [generator.decode(trunk) for trunk in trunks(encoder, generator, clips)]
         best = (-1.0, 0.5)
         for threshold in TRIGGERS:
             scores = []

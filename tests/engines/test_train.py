@@ -42,7 +42,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
         distractor_p=0.5,  # and the procedural scenes where nothing sounds
         distractor_pool=2,
     )
-    checkpoint = train(data, tmp_path / "run", cfg, opts)
+    checkpoint = train(data, tmp_path / "run", cfg, opts, val_dir=data)  # validation logs too
     export_tier(checkpoint, tmp_path / "models" / "smoke")
 
     engine = FoleyEngine.load(Settings(models_dir=tmp_path / "models", default_tier="smoke"))
