@@ -29,6 +29,8 @@ class ModelConfig:
     encoder_channels: tuple[int, ...] = (24, 32, 48, 64)
     # Attention pools over the encoder's patch grid (VisualEncoder); 0 = none.
     encoder_glimpses: int = 0
+    # Materials the glimpses name in each frame (VisualEncoder, engines.train.material); 0 = none.
+    encoder_materials: int = 0
     generator_dim: int = 128
     # Video frames the generator sees past the one it renders: latency for a live stream.
     generator_lookahead: int = 1
@@ -50,6 +52,7 @@ class ModelConfig:
             dim=self.feature_dim,
             channels=tuple(self.encoder_channels),
             glimpses=self.encoder_glimpses,
+            materials=self.encoder_materials,
         )
         generator = Generator(
             feature_dim=self.feature_dim,

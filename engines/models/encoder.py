@@ -34,6 +34,7 @@ class VisualEncoder(nn.Module):
         stem: int = 4,
         channels: tuple[int, ...] = (24, 32, 48, 64),
         glimpses: int = 0,
+        materials: int = 0,
     ) -> None:
         """A `stem` x `stem` patch embedding (stride `stem`) of each frame, then, on the
         embeddings of the frame and of its difference to the previous frame, a stride-2 3x3
@@ -46,7 +47,13 @@ class VisualEncoder(nn.Module):
         (frame and difference) where it points, at the embedding's full resolution: what a small
         moving object looks like (its colour, so its material) survives, where the strided
         convolutions blur it into its surroundings. Added to the features through a projection
-        that starts at zero, so a checkpoint without them computes the same until they learn."""
+        that starts at zero, so a checkpoint without them computes the same until they learn.
+
+        `materials`: the glimpses also name the materials that meet in the frame (the object's
+        and the other's, out of `materials`), read linearly from what they see and trained on
+        their own target (`encode`), so the material is in the picture's features before the
+        generator has to learn to hear it. Their probabilities join the features through a
+        projection that starts at zero."""
         super().__init__()
         self.stem = nn.Conv2d(3, channels[0], stem, stride=stem)
         layers: list[nn.Module] = []
@@ -65,10 +72,25 @@ class VisualEncoder(nn.Module):
             self.glimpse = nn.Linear(glimpses * 2 * channels[0], dim)
             nn.init.zeros_(self.glimpse.weight)
             nn.init.zeros_(self.glimpse.bias)
+        self.materials = materials
+        if materials:
+            if not glimpses:
+                raise ValueError("materials are read from the glimpses: glimpses must be > 0")
+            self.material = nn.Linear(glimpses * 2 * channels[0], 2 * materials)
+            self.material_in = nn.Linear(2 * materials, dim)
+            nn.init.zeros_(self.material_in.weight)
+            nn.init.zeros_(self.material_in.bias)
 
     def forward(self, frames: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
+        return self.encode(frames, age)[0]
+
+    def encode(
+        self, frames: torch.Tensor, age: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`forward`, and the material logits [B, T, 2, materials] of each frame (the object's
+        and the other's) where the encoder reads them, else None."""
         e = self.embed(frames)
-        return self.features(e, e[:, :1], age)
+        return self._features(e, e[:, :1], age)
 
     def initial_state(self, batch: int = 1) -> dict[str, torch.Tensor]:
         """`before`: the embedding of the frame before the next call's first; `started`: 0
@@ -87,7 +109,7 @@ class VisualEncoder(nn.Module):
         e = self.embed(frames)
         on = state["started"][:, :, None, None]
         first = on * state["before"] + (1.0 - on) * e[:, 0]
-        features = self.features(e, first[:, None], age)
+        features = self._features(e, first[:, None], age)[0]
         return features, {"before": e[:, -1], "started": torch.ones_like(state["started"])}
 
     def embed(self, frames: torch.Tensor) -> torch.Tensor:
@@ -96,16 +118,24 @@ class VisualEncoder(nn.Module):
         e = self.stem(frames.reshape(b * t, c, h, w))
         return e.reshape(b, t, *e.shape[1:])
 
-    def features(self, e: torch.Tensor, before: torch.Tensor, age: torch.Tensor) -> torch.Tensor:
-        """Embeddings [B, T, ...] and that of the frame before the first [B, 1, ...] -> features."""
+    def _features(
+        self, e: torch.Tensor, before: torch.Tensor, age: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Embeddings [B, T, ...] and that of the frame before the first [B, 1, ...] ->
+        (features, material logits or None)."""
         b, t = e.shape[:2]
         prev = torch.cat([before, e[:, :-1]], dim=1)
         x = F.gelu(torch.cat([e, (e - prev) * 4.0], dim=2)).flatten(0, 1)
         pooled = self.proj(self.cnn(x).reshape(b, t, -1))
+        materials = None
         if self.glimpses:
             # Attention [B*T, G, HW] over the patch grid, and what each glimpse sees [B*T, G, C].
             where = torch.softmax(GLIMPSE_SHARPNESS * self.attend(x).flatten(2), dim=-1)
-            seen = where @ x.flatten(2).transpose(1, 2)
-            pooled = pooled + self.glimpse(seen.reshape(b, t, -1))
+            seen = (where @ x.flatten(2).transpose(1, 2)).reshape(b, t, -1)
+            pooled = pooled + self.glimpse(seen)
+            if self.materials:
+                materials = self.material(seen).reshape(b, t, 2, self.materials)
+                named = torch.softmax(materials, dim=-1).flatten(2)
+                pooled = pooled + self.material_in(named)
         x = F.gelu(pooled)
-        return self.out(torch.cat([x, age.unsqueeze(-1)], dim=-1))
+        return self.out(torch.cat([x, age.unsqueeze(-1)], dim=-1)), materials

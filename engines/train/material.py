@@ -4,8 +4,11 @@ An impact event's sound is chosen at its frame from the generator's trunk, so th
 know there what is hitting what. The sound-side targets (levels, decays) alone did not teach
 it: a linear probe on the trunk named the object's material for about a quarter of held-out
 impacts (docs/model-card.md). These targets ask for it directly, from the picture, where the
-materials differ by colour and shine by design (engines.sim.materials). A training signal only:
-nothing at inference reads the head.
+materials differ by colour and shine by design (engines.sim.materials).
+
+Two readouts take these targets. `MaterialHead` reads the trunk; a training signal only,
+nothing at inference reads it. An encoder built with `materials` (VisualEncoder) names them
+itself from its glimpses, and its features carry what it named to the generator.
 
 Per video frame: the object and the other material (an object's or the surface's) of the
 strongest impact of at least SEEN_IMPULSE_NS starting in it, as ids of

@@ -37,17 +37,23 @@ def test_onset_output_is_a_probability_per_acoustic_frame() -> None:
     torch.testing.assert_close(per_frame, torch.sigmoid(onset_logit))
 
 
-def _encoder(glimpses: int) -> VisualEncoder:
-    encoder = VisualEncoder(height=64, width=64, dim=8, glimpses=glimpses).eval()
+def _encoder(glimpses: int, materials: int = 0) -> VisualEncoder:
+    encoder = VisualEncoder(
+        height=64, width=64, dim=8, glimpses=glimpses, materials=materials
+    ).eval()
     if glimpses:  # they start at zero: make them count
         torch.nn.init.normal_(encoder.glimpse.weight)
+    if materials:
+        torch.nn.init.normal_(encoder.material_in.weight)
     return encoder
 
 
-@pytest.mark.parametrize("glimpses", [0, 2])
-def test_encoder_feature_sees_its_frame_and_left_context_before(glimpses: int) -> None:
+@pytest.mark.parametrize(("glimpses", "materials"), [(0, 0), (2, 0), (2, 3)])
+def test_encoder_feature_sees_its_frame_and_left_context_before(
+    glimpses: int, materials: int
+) -> None:
     torch.manual_seed(0)
-    encoder = _encoder(glimpses)
+    encoder = _encoder(glimpses, materials)
     n, changed_frame = 10, 3
     frames, age = torch.rand(1, n, 3, 64, 64), torch.zeros(1, n)
     changed = frames.clone()
@@ -59,9 +65,10 @@ def test_encoder_feature_sees_its_frame_and_left_context_before(glimpses: int) -
     assert differs.tolist() == [t in seen_by for t in range(n)]
 
 
-def test_encoder_streams_with_glimpses() -> None:
+@pytest.mark.parametrize("materials", [0, 3])
+def test_encoder_streams_with_glimpses(materials: int) -> None:
     torch.manual_seed(0)
-    encoder = _encoder(2)
+    encoder = _encoder(2, materials)
     frames, age = torch.rand(1, 7, 3, 64, 64), torch.rand(1, 7)
     with torch.no_grad():
         whole = encoder(frames, age)
@@ -79,3 +86,27 @@ def test_glimpses_added_to_a_trained_encoder_start_where_it_was() -> None:
     frames, age = torch.rand(1, 5, 3, 64, 64), torch.zeros(1, 5)
     with torch.no_grad():
         torch.testing.assert_close(after(frames, age), before(frames, age))
+
+
+def test_materials_added_to_an_encoder_with_glimpses_start_where_it_was() -> None:
+    torch.manual_seed(0)
+    before = _encoder(2)
+    after = VisualEncoder(height=64, width=64, dim=8, glimpses=2, materials=3).eval()
+    missing = after.load_state_dict(before.state_dict(), strict=False).missing_keys
+    assert sorted(missing) == [
+        "material.bias",
+        "material.weight",
+        "material_in.bias",
+        "material_in.weight",
+    ]
+    frames, age = torch.rand(1, 5, 3, 64, 64), torch.zeros(1, 5)
+    with torch.no_grad():
+        features, materials = after.encode(frames, age)
+        torch.testing.assert_close(features, before(frames, age))
+    assert materials is not None and materials.shape == (1, 5, 2, 3)  # object, other
+    assert before.encode(frames, age)[1] is None
+
+
+def test_materials_need_glimpses() -> None:
+    with pytest.raises(ValueError, match="glimpses"):
+        VisualEncoder(height=64, width=64, dim=8, materials=3)

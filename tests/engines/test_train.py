@@ -8,11 +8,13 @@ import types
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from engines.data.dataset import make_clip, save_clip
 from engines.export.onnx_export import export_tier
 from engines.models.checkpoint import save_checkpoint
+from engines.sim.materials import MATERIAL_NAMES
 from engines.train.train import TrainOptions, _warm_start, train
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -21,12 +23,16 @@ from tests.conftest import TINY_MODEL
 from tests.media import videos
 
 
-def test_train_export_and_serve(tmp_path: Path) -> None:
+@pytest.mark.parametrize("encoder_materials", [0, len(MATERIAL_NAMES)])
+def test_train_export_and_serve(tmp_path: Path, encoder_materials: int) -> None:
     data = tmp_path / "data"
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    cfg = dataclasses.replace(TINY_MODEL, name="smoke", encoder_glimpses=2)  # exported too
+    # Glimpses, exported too; the materials trained on the trunk, or named by the glimpses.
+    cfg = dataclasses.replace(
+        TINY_MODEL, name="smoke", encoder_glimpses=2, encoder_materials=encoder_materials
+    )
     opts = TrainOptions(
         vocoder_steps=3,
         generator_steps=3,
