@@ -245,7 +245,7 @@ class Seen:
 def trunks(
     encoder: torch.nn.Module, generator: torch.nn.Module, clips: list[TrainClip]
 ) -> list[Seen]:
-    """Per clip, over its whole length."""
+    """Per clip, what the encoder and the trunk make of its whole length."""
     out = []
     with torch.no_grad():
         for clip in clips:
