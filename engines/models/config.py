@@ -31,6 +31,8 @@ class ModelConfig:
     encoder_glimpses: int = 0
     # Materials the glimpses name in each frame (VisualEncoder, engines.train.material); 0 = none.
     encoder_materials: int = 0
+    # Soft arg-max keypoints over the encoder's patch grid (VisualEncoder); 0 = none.
+    encoder_keypoints: int = 0
     generator_dim: int = 128
     # Video frames the generator sees past the one it renders: latency for a live stream.
     generator_lookahead: int = 1
@@ -53,6 +55,7 @@ class ModelConfig:
             channels=tuple(self.encoder_channels),
             glimpses=self.encoder_glimpses,
             materials=self.encoder_materials,
+            keypoints=self.encoder_keypoints,
         )
         generator = Generator(
             feature_dim=self.feature_dim,

@@ -26,6 +26,7 @@ from engines.models.config import ModelConfig
 from engines.sim.materials import MATERIAL_NAMES
 from engines.train.data import TrainClip, load_clips, log_mel
 from engines.train.distractors import distractor_clip
+from engines.train.keypoints import keypoint_error, keypoint_loss, picture_positions
 from engines.train.losses import multi_resolution_stft_loss
 from engines.train.material import NO_IMPACT, MaterialHead, material_accuracy, material_loss
 from engines.train.motion import MotionHead, crop_screen, motion_loss, motion_targets
@@ -58,6 +59,9 @@ class TrainOptions:
     # alone (TrainClip.decay), where materials differ most. 0 = off; at 0.3 it did not make the
     # material heard (docs/model-card.md), so the shipped recipe leaves it off.
     decay_weight: float = 0.0
+    # A loss putting the encoder's keypoints on the objects (engines.train.keypoints); needs an
+    # encoder with keypoints. 0 = off.
+    keypoint_weight: float = 0.0
     # Material targets at impact frames (engines.train.material), on the encoder's own readout
     # where it has one, else on the trunk; 0 = off. On the trunk, at 0.3, the surface was
     # learned but not the object; on the encoder's readout, at 0.5, the object was named for
@@ -146,7 +150,8 @@ def augment(
     that is zoomed (0.8-1.25x), shifted (up to 12 % of the frame), squashed or stretched
     vertically (0.8-1.25x, as a steeper or flatter view foreshortens the floor) and exposed
     differently (gain 0.8-1.2, offset +-0.05). The same for every frame of the crop. Returns
-    the frames and each crop's magnification [B, 2] in x and y."""
+    the frames, each crop's magnification [B, 2] in x and y, and its shift [B, 2] (a point at p
+    in the picture's [-1, 1] coordinates is seen at (p - shift) * magnification)."""
     b, t, c, h, w = frames.shape
 
     def uniform(lo: float, hi: float) -> torch.Tensor:
@@ -171,7 +176,7 @@ def augment(
     bias = torch.where(on, uniform(-0.05, 0.05), 0.0)[:, None, None, None, None]
     scale = torch.stack([zoom, zoom * squash], dim=1)
     scale = torch.where(on[:, None], scale, 1.0)
-    return (out * gain + bias).clamp(0.0, 1.0), scale
+    return (out * gain + bias).clamp(0.0, 1.0), scale, theta[:, :, 2]
 
 
 def onset_losses(
@@ -240,6 +245,7 @@ class Seen:
 
     trunk: torch.Tensor  # the generator's video-rate trunk [1, dim, T]
     materials: torch.Tensor | None  # the encoder's material logits [1, T, 2, K], if it names them
+    keypoints: torch.Tensor | None  # the encoder's keypoints [1, T, K, 3], if it has them
 
 
 def trunks(
@@ -250,8 +256,10 @@ def trunks(
     with torch.no_grad():
         for clip in clips:
             frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            features, materials = encoder.encode(frames, clip.age[None])
-            out.append(Seen(generator.trunk(features), materials))
+            encoded = encoder.encode(frames, clip.age[None])
+            out.append(
+                Seen(generator.trunk(encoded.features), encoded.materials, encoded.keypoints)
+            )
     return out
 
 
@@ -274,6 +282,36 @@ def validation_materials(
     with torch.no_grad():
         logits = torch.cat([material_logits(head, s.trunk, s.materials)[0] for s in seen])
     return material_accuracy(logits, torch.cat([_materials(clip) for clip in clips]))
+
+
+def _screens(picks: list[tuple[TrainClip, int]], n: int) -> torch.Tensor:
+    """The objects' screen positions over each crop [B, n, O, 2], NaN-padded to the most
+    objects in the batch."""
+    objects = max(c.screen.shape[1] for c, _ in picks)
+    out = torch.full((len(picks), n, objects, 2), float("nan"))
+    for i, (c, s) in enumerate(picks):
+        out[i, :, : c.screen.shape[1]] = c.screen[s : s + n]
+    return out
+
+
+def _keypoints(keypoints: torch.Tensor | None) -> torch.Tensor:
+    if keypoints is None:
+        raise ValueError("keypoint_weight needs an encoder with keypoints (--encoder-keypoints)")
+    return keypoints
+
+
+def validation_keypoints(seen: list[Seen], clips: list[TrainClip]) -> float:
+    """`keypoint_error` over whole clips, as the picture shows them (no flip, no augmentation)."""
+    keypoints = torch.cat([_keypoints(s.keypoints)[0] for s in seen])
+    objects = max(c.screen.shape[1] for c in clips)
+    screen = torch.full((len(keypoints), objects, 2), float("nan"))
+    row = 0
+    for c in clips:
+        screen[row : row + len(c.screen), : c.screen.shape[1]] = c.screen
+        row += len(c.screen)
+    none = torch.zeros(1, dtype=torch.bool)
+    positions = picture_positions(screen[None], none, torch.ones(1, 2), torch.zeros(1, 2))
+    return keypoint_error(keypoints[None], positions)
 
 
 def _levels(clip: TrainClip) -> torch.Tensor:
@@ -343,14 +381,16 @@ def train_generator(
         # A mirrored scene sounds the same (mono): half the crops are flipped left-right.
         flip = torch.rand(len(picks), generator=gen) < 0.5
         rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
-        frames, scale = augment(rgb.permute(0, 1, 4, 2, 3).float() / 255.0, opts.augment_p, gen)
+        frames, scale, shift = augment(
+            rgb.permute(0, 1, 4, 2, 3).float() / 255.0, opts.augment_p, gen
+        )
         age = torch.stack([c.age[s : s + n] for c, s in picks])
         target = torch.stack([c.mel[s * r : (s + n) * r] for c, s in picks])
         onset = torch.stack([c.onset[s * r : (s + n) * r] for c, s in picks])
         target[silent] = math.log(cfg.log_floor)
         onset[silent] = 0.0
-        features, encoded_materials = encoder.encode(frames, age)
-        trunk = generator.trunk(features)
+        encoded = encoder.encode(frames, age)
+        trunk = generator.trunk(encoded.features)
         x, onset_logit, offset_logit = generator.decode(trunk)
         # Teacher forcing: the ground-truth contact frames fire the events.
         mel, _ = generator.render(x, onset_logit, offset_logit, events=onset)
@@ -385,14 +425,22 @@ def train_generator(
             # Flipping keeps the colours; a distractor crop has no impact.
             materials[silent] = NO_IMPACT
             k_loss = material_loss(
-                material_logits(material_head, trunk, encoded_materials), materials
+                material_logits(material_head, trunk, encoded.materials), materials
             )
             loss = loss + opts.material_weight * k_loss
+        p_loss = torch.zeros(())
+        if opts.keypoint_weight > 0:
+            positions = picture_positions(_screens(picks, n), flip, scale, shift)
+            positions[silent] = float("nan")  # a distractor crop has no object
+            maps = encoded.keypoint_maps
+            assert maps is not None
+            p_loss = keypoint_loss(_keypoints(encoded.keypoints), maps, positions)
+            loss = loss + opts.keypoint_weight * p_loss
         optimizer_step(optimizer, scheduler, loss)
         if step % 100 == 0 or step == opts.generator_steps - 1:
             log.info(
                 "generator step %d mel %.4f onset %.4f motion %.4f level %.4f decay %.4f "
-                "material %.4f (%.0f s)",
+                "material %.4f keypoint %.4f (%.0f s)",
                 step,
                 mel_loss.item(),
                 onset_loss.item(),
@@ -400,6 +448,7 @@ def train_generator(
                 level_loss.item(),
                 d_loss.item(),
                 k_loss.item(),
+                p_loss.item(),
                 time.perf_counter() - started,
             )
         if val and (step % 500 == 499 or step == opts.generator_steps - 1):
@@ -418,6 +467,12 @@ def train_generator(
                     "(%d impacts)",
                     step,
                     *validation_materials(material_head, seen, val),
+                )
+            if opts.keypoint_weight > 0:
+                log.info(
+                    "generator step %d validation keypoint error: median %.2f model pixels",
+                    step,
+                    validation_keypoints(seen, val),
                 )
             encoder.train()
             generator.train()
@@ -550,6 +605,7 @@ def main(argv: list[str] | None = None) -> None:
         ("level", "the impact events' level loss (with --seen-impacts); 0 = off"),
         ("decay", "the impact events' decay loss; 0 = off"),
         ("material", "the material targets at impact frames (engines.train.material); 0 = off"),
+        ("keypoint", "the keypoints' targets (engines.train.keypoints); 0 = off"),
     ):
         parser.add_argument(
             f"--{name}-weight",
@@ -582,6 +638,13 @@ def main(argv: list[str] | None = None) -> None:
         help="the glimpses name the materials in each frame (needs glimpses); with "
         "--material-weight their own target trains them",
     )
+    parser.add_argument(
+        "--encoder-keypoints",
+        type=int,
+        default=None,
+        help="soft arg-max keypoints over the encoder's patch grid (--keypoint-weight puts them "
+        "on the objects); default: those of --init-from, else none",
+    )
     parser.add_argument("--feature-dim", type=int, default=ModelConfig.feature_dim)
     parser.add_argument(
         "--lookahead",
@@ -611,6 +674,7 @@ def main(argv: list[str] | None = None) -> None:
         level_weight=args.level_weight,
         decay_weight=args.decay_weight,
         material_weight=args.material_weight,
+        keypoint_weight=args.keypoint_weight,
         distractor_p=args.distractors,
     )
     cfg = ModelConfig(feature_dim=args.feature_dim, generator_lookahead=args.lookahead)
@@ -622,11 +686,14 @@ def main(argv: list[str] | None = None) -> None:
             encoder_channels=start.encoder_channels,
             encoder_glimpses=start.encoder_glimpses,
             encoder_materials=start.encoder_materials,
+            encoder_keypoints=start.encoder_keypoints,
         )
     if args.encoder_channels is not None:
         cfg = dataclasses.replace(cfg, encoder_channels=args.encoder_channels)
     if args.encoder_glimpses is not None:
         cfg = dataclasses.replace(cfg, encoder_glimpses=args.encoder_glimpses)
+    if args.encoder_keypoints is not None:
+        cfg = dataclasses.replace(cfg, encoder_keypoints=args.encoder_keypoints)
     if args.encoder_materials:
         cfg = dataclasses.replace(cfg, encoder_materials=len(MATERIAL_NAMES))
     train(

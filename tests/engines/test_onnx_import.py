@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -23,10 +24,13 @@ def trained_like(stages):
     return stages
 
 
-def test_export_then_import_gives_back_every_weight(tmp_path):
+@pytest.mark.parametrize(
+    "cfg", [TINY_MODEL, dataclasses.replace(TINY_MODEL, encoder_keypoints=3)], ids=["", "keypoints"]
+)
+def test_export_then_import_gives_back_every_weight(tmp_path, cfg):
     torch.manual_seed(0)
-    stages = trained_like(TINY_MODEL.build())
-    source = save_checkpoint(tmp_path / "tiny.pt", TINY_MODEL, *stages)
+    stages = trained_like(cfg.build())
+    source = save_checkpoint(tmp_path / "tiny.pt", cfg, *stages)
     export_tier(source, tmp_path / "tier")
 
     back = torch.load(import_tier(tmp_path / "tier", tmp_path / "back.pt"), weights_only=True)

@@ -13,8 +13,10 @@ import torch
 
 from engines.data.dataset import make_clip, save_clip
 from engines.export.onnx_export import export_tier
-from engines.models.checkpoint import save_checkpoint
+from engines.models.checkpoint import load_checkpoint, save_checkpoint
 from engines.sim.materials import MATERIAL_NAMES
+from engines.train import locator
+from engines.train.data import load_clips
 from engines.train.train import TrainOptions, _warm_start, train
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -29,9 +31,14 @@ def test_train_export_and_serve(tmp_path: Path, encoder_materials: int) -> None:
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    # Glimpses, exported too; the materials trained on the trunk, or named by the glimpses.
+    # Glimpses and keypoints, exported too; the materials trained on the trunk, or named by
+    # the glimpses.
     cfg = dataclasses.replace(
-        TINY_MODEL, name="smoke", encoder_glimpses=2, encoder_materials=encoder_materials
+        TINY_MODEL,
+        name="smoke",
+        encoder_glimpses=2,
+        encoder_materials=encoder_materials,
+        encoder_keypoints=3,
     )
     opts = TrainOptions(
         vocoder_steps=3,
@@ -45,6 +52,7 @@ def test_train_export_and_serve(tmp_path: Path, encoder_materials: int) -> None:
         level_weight=0.2,
         decay_weight=0.2,  # and their decays
         material_weight=0.3,  # and the material targets
+        keypoint_weight=0.05,  # and the keypoints'
         distractor_p=0.5,  # and the procedural scenes where nothing sounds
         distractor_pool=2,
     )
@@ -103,3 +111,29 @@ def test_decay_loss_is_zero_for_the_decay_the_events_ring_with() -> None:
     clip.decay = (3 * rings[:, None] - 2.0).expand(DECAY_FRAMES, n_mels)[None].clone()
     assert float(decay_loss(generator, x, [(clip, 0)], silent, r, n, TINY_MODEL.log_floor)) > 0.1
     assert float(decay_loss(generator, x, [(clip, 0)], ~silent, r, n, TINY_MODEL.log_floor)) == 0
+
+
+def test_locator_trains_alone_and_leaves_the_features_as_they_were(tmp_path: Path) -> None:
+    """`engines.train.locator` adds keypoints to a checkpoint's encoder and trains only their
+    locator: the keypoints move, and the features stay what the checkpoint computed."""
+    data = tmp_path / "data"
+    data.mkdir()
+    save_clip(data / "clip_0.npz", make_clip(7, duration_s=1.5, fps=30, kind="drop"))
+    start = dataclasses.replace(TINY_MODEL, height=96, width=96)
+    encoder, generator, vocoder = start.build()
+    checkpoint = save_checkpoint(tmp_path / "start.pt", start, encoder, generator, vocoder)
+    out = tmp_path / "located.pt"
+    locator.main(
+        [str(checkpoint), str(out), "--data", str(data), "--val", str(data), "--steps", "3"]
+    )
+    cfg, located, _, _ = load_checkpoint(out)
+    assert cfg.encoder_keypoints == 3
+    frames, age = torch.rand(1, 6, 3, 96, 96), torch.zeros(1, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(located(frames, age), encoder.eval()(frames, age))
+    # Trained further, only the locator moves.
+    before = {k: v.clone() for k, v in located.state_dict().items()}
+    clips = load_clips(data, cfg)
+    locator.train_locator(located, clips, steps=3, batch=2, frames=4)
+    moved = {k for k, v in located.state_dict().items() if not torch.equal(v, before[k])}
+    assert moved and all(k.startswith("locate.") for k in moved)
