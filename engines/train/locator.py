@@ -25,7 +25,6 @@ from engines.models.checkpoint import checkpoint_config, load_checkpoint, save_c
 from engines.train.data import TrainClip, load_clips
 from engines.train.keypoints import keypoint_loss, picture_positions
 from engines.train.train import (
-    Seen,
     _crop_starts,
     _screens,
     augment,
@@ -63,7 +62,7 @@ def train_locator(
         flip = torch.rand(len(picks), generator=gen) < 0.5
         rgb = torch.where(flip[:, None, None, None, None], rgb.flip(3), rgb)
         pictures, scale, shift = augment(rgb.permute(0, 1, 4, 2, 3).float() / 255.0, augment_p, gen)
-        positions = picture_positions(_screens(picks, frames), flip, scale, shift)
+        positions = picture_positions(_screens(picks, frames)[:, 1:-1], flip, scale, shift)
         loss = keypoint_loss(*encoder.locate_keypoints(pictures), positions)
         if loss.requires_grad:  # else no object was in the picture: nothing to learn
             optimizer_step(optimizer, scheduler, loss)
@@ -84,15 +83,13 @@ def train_locator(
     return encoder.eval()
 
 
-def locate_all(encoder: torch.nn.Module, clips: list[TrainClip]) -> list[Seen]:
-    """The encoder's keypoints over each whole clip, as `Seen` (no trunk)."""
-    out = []
+def locate_all(encoder: torch.nn.Module, clips: list[TrainClip]) -> list[torch.Tensor]:
+    """The encoder's keypoints [1, T, K, 3] over each whole clip (without its features)."""
     with torch.no_grad():
-        for clip in clips:
-            frames = clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0
-            encoded = encoder.encode(frames, clip.age[None])
-            out.append(Seen(torch.empty(0), encoded.materials, encoded.keypoints))
-    return out
+        return [
+            encoder.locate_keypoints(clip.rgb.permute(0, 3, 1, 2).float()[None] / 255.0)[0]
+            for clip in clips
+        ]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -285,13 +285,10 @@ def validation_materials(
 
 
 def _screens(picks: list[tuple[TrainClip, int]], n: int) -> torch.Tensor:
-    """The objects' screen positions over each crop [B, n, O, 2], NaN-padded to the most
-    objects in the batch."""
+    """The objects' screen positions over each crop and the frames either side of it
+    [B, n + 2, O, 2] (`crop_screen`), NaN-padded to the most objects in the batch."""
     objects = max(c.screen.shape[1] for c, _ in picks)
-    out = torch.full((len(picks), n, objects, 2), float("nan"))
-    for i, (c, s) in enumerate(picks):
-        out[i, :, : c.screen.shape[1]] = c.screen[s : s + n]
-    return out
+    return torch.stack([crop_screen(c.screen, s, n, objects) for c, s in picks])
 
 
 def _keypoints(keypoints: torch.Tensor | None) -> torch.Tensor:
@@ -300,15 +297,12 @@ def _keypoints(keypoints: torch.Tensor | None) -> torch.Tensor:
     return keypoints
 
 
-def validation_keypoints(seen: list[Seen], clips: list[TrainClip]) -> float:
-    """`keypoint_error` over whole clips, as the picture shows them (no flip, no augmentation)."""
-    keypoints = torch.cat([_keypoints(s.keypoints)[0] for s in seen])
+def validation_keypoints(keypoints: list[torch.Tensor], clips: list[TrainClip]) -> float:
+    """`keypoint_error` of each clip's keypoints [1, T, K, 3] over the whole clip, as the
+    picture shows it (no flip, no augmentation)."""
     objects = max(c.screen.shape[1] for c in clips)
-    screen = torch.full((len(keypoints), objects, 2), float("nan"))
-    row = 0
-    for c in clips:
-        screen[row : row + len(c.screen), : c.screen.shape[1]] = c.screen
-        row += len(c.screen)
+    screen = torch.cat([crop_screen(c.screen, 0, len(c.screen), objects)[1:-1] for c in clips])
+    keypoints = torch.cat([k[0] for k in keypoints])
     none = torch.zeros(1, dtype=torch.bool)
     positions = picture_positions(screen[None], none, torch.ones(1, 2), torch.zeros(1, 2))
     return keypoint_error(keypoints[None], positions)
@@ -413,9 +407,7 @@ def train_generator(
             loss = loss + opts.decay_weight * d_loss
         m_loss = torch.zeros(())
         if opts.motion_weight > 0:
-            objects = max(c.screen.shape[1] for c, _ in picks)
-            screen = torch.stack([crop_screen(c.screen, s, n, objects) for c, s in picks])
-            motion = motion_targets(screen, scale, (cfg.width, cfg.height))
+            motion = motion_targets(_screens(picks, n), scale, (cfg.width, cfg.height))
             motion[silent] = 0.0  # no object in view
             m_loss = motion_loss(motion_head(trunk), motion)
             loss = loss + opts.motion_weight * m_loss
@@ -430,7 +422,7 @@ def train_generator(
             loss = loss + opts.material_weight * k_loss
         p_loss = torch.zeros(())
         if opts.keypoint_weight > 0:
-            positions = picture_positions(_screens(picks, n), flip, scale, shift)
+            positions = picture_positions(_screens(picks, n)[:, 1:-1], flip, scale, shift)
             positions[silent] = float("nan")  # a distractor crop has no object
             maps = encoded.keypoint_maps
             assert maps is not None
@@ -472,7 +464,7 @@ def train_generator(
                 log.info(
                     "generator step %d validation keypoint error: median %.2f model pixels",
                     step,
-                    validation_keypoints(seen, val),
+                    validation_keypoints([_keypoints(s.keypoints) for s in seen], val),
                 )
             encoder.train()
             generator.train()
