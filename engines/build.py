@@ -1,14 +1,17 @@
-"""Rebuild a tier from scratch: simulate the data, train, export.
+"""Rebuild the tiers from scratch: simulate the data, train, prune, export.
 
-    python -m engines.build                 # the `preview` tier into engines/artifacts/preview
+    python -m engines.build     # engines/artifacts/export and engines/artifacts/preview
 
 The recipe: 2400 simulated clips, and 240 more (other seeds) to calibrate the onset trigger on and
 report validation F1; the vocoder on ground-truth mels; the encoder and generator, with onset
 targets on every seen impact and each impact event's level learned from its own sound, a tenth
 of the crops replaced by procedural scenes where nothing sounds (engines.train.distractors), in
 rounds of `--generator-steps`, each continuing from the last with a fresh one-cycle schedule
-(warm restarts); the onset trigger calibrated after each round. Deterministic per seed. The
-README states how long each step takes on a 2-core CPU.
+(warm restarts); the onset trigger calibrated after each round. That model is the `export`
+tier. The `preview` tier is the same model with half its encoder channels and generator hidden
+units pruned away (engines.export.prune), fine-tuned for `--prune-steps` more with the same
+recipe at a lower rate (docs/model-card.md, Compression). Deterministic per seed. The README
+states how long each step takes on a 2-core CPU.
 """
 
 from __future__ import annotations
@@ -20,24 +23,33 @@ from pathlib import Path
 
 from engines.data.dataset import write_dataset
 from engines.export.onnx_export import export_tier
+from engines.export.prune import prune
+from engines.models.checkpoint import checkpoint_config
 from engines.models.config import ModelConfig
 from engines.train.train import TrainOptions, train
 
 log = logging.getLogger(__name__)
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 ROUND_LRS = (2e-3, 1e-3)
+# `preview`: the share of each pruned layer kept, and the fine-tuning's learning rate.
+PRUNE_KEEP = 0.5
+PRUNE_LR = 5e-4
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--tier", default="preview")
     parser.add_argument("--clips", type=int, default=2400)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, default=Path("data"))
-    parser.add_argument("--out", type=Path, default=None, help="default: engines/artifacts/TIER")
+    parser.add_argument(
+        "--out", type=Path, default=ARTIFACTS, help="where the tier folders go (export, preview)"
+    )
     parser.add_argument("--vocoder-steps", type=int, default=TrainOptions.vocoder_steps)
     parser.add_argument(
         "--generator-steps", type=int, default=TrainOptions.generator_steps, help="steps per round"
+    )
+    parser.add_argument(
+        "--prune-steps", type=int, default=1000, help="fine-tuning steps of the pruned preview"
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -46,22 +58,14 @@ def main(argv: list[str] | None = None) -> None:
     write_dataset(data, n_clips=args.clips, seed=args.seed)
     write_dataset(val, n_clips=max(1, args.clips // 10), seed=args.seed + 1)
     log.info("data: %.0f s", time.perf_counter() - started)
-    cfg = ModelConfig(name=args.tier)
+    runs = args.work / "runs"
     checkpoint = None
     for i, lr in enumerate(ROUND_LRS):
-        opts = TrainOptions(
-            vocoder_steps=args.vocoder_steps if i == 0 else 0,
-            generator_steps=args.generator_steps,
-            lr=lr,
-            seed=args.seed + i,
-            seen_impacts=True,
-            level_weight=0.2,
-            distractor_p=0.1,
-        )
+        opts = _recipe(args.vocoder_steps if i == 0 else 0, args.generator_steps, lr, args.seed + i)
         checkpoint = train(
             data,
-            args.work / "runs" / f"{args.tier}_{i}",
-            cfg,
+            runs / f"round_{i}",
+            ModelConfig(),
             opts,
             vocoder_from=checkpoint,
             init_from=checkpoint,
@@ -69,8 +73,33 @@ def main(argv: list[str] | None = None) -> None:
         )
         log.info("round %d: %.0f s", i, time.perf_counter() - started)
     assert checkpoint is not None
-    export_tier(checkpoint, args.out or ARTIFACTS / args.tier)
+    export_tier(checkpoint, args.out / "export", name="export")
+    pruned = prune(checkpoint, runs / "pruned.pt", PRUNE_KEEP, PRUNE_KEEP)
+    opts = _recipe(0, args.prune_steps, PRUNE_LR, args.seed + len(ROUND_LRS))
+    tuned = train(
+        data,
+        runs / "preview",
+        checkpoint_config(pruned),
+        opts,
+        vocoder_from=checkpoint,
+        init_from=pruned,
+        val_dir=val,
+    )
+    export_tier(tuned, args.out / "preview", name="preview")
     log.info("total: %.0f s", time.perf_counter() - started)
+
+
+def _recipe(vocoder_steps: int, generator_steps: int, lr: float, seed: int) -> TrainOptions:
+    """The shipped weights' recipe (docs/model-card.md)."""
+    return TrainOptions(
+        vocoder_steps=vocoder_steps,
+        generator_steps=generator_steps,
+        lr=lr,
+        seed=seed,
+        seen_impacts=True,
+        level_weight=0.2,
+        distractor_p=0.1,
+    )
 
 
 if __name__ == "__main__":
