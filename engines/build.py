@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
         log.info("round %d: %.0f s", i, time.perf_counter() - started)
     assert checkpoint is not None
     export_tier(checkpoint, args.out / "export", name="export")
-    pruned = prune(checkpoint, runs / "pruned.pt", PRUNE_KEEP, PRUNE_KEEP)
+    pruned = prune(checkpoint, runs / "pruned.pt", keep=PRUNE_KEEP, encoder_keep=PRUNE_KEEP)
     opts = _recipe(0, args.prune_steps, PRUNE_LR, args.seed + len(ROUND_LRS))
     tuned = train(
         data,
