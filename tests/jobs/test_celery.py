@@ -11,6 +11,7 @@ import hashlib
 import os
 import signal
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -48,8 +49,24 @@ def result_track(client, job_id: str, tmp_path: Path) -> np.ndarray:
     return read_audio(path)[0]
 
 
-def job_files(storage: Path, job_id: str) -> list[str]:
-    return sorted(p.name for p in (storage / "jobs" / job_id).iterdir())
+def job_files(storage: Path, job_id: str) -> list[str] | None:
+    """The names in the job's directory; None once the directory is gone."""
+    try:
+        return sorted(p.name for p in (storage / "jobs" / job_id).iterdir())
+    except FileNotFoundError:
+        return None
+
+
+def settled_files(
+    storage: Path, job_id: str, expected: list[str] | None, timeout_s: float = 10.0
+) -> list[str] | None:
+    """`job_files` once they equal `expected`, or as they are after `timeout_s`. A worker records
+    the job's end first and removes its files just after (`end_job`), so a client that has seen
+    the end may still find them for a moment."""
+    deadline = time.monotonic() + timeout_s
+    while (files := job_files(storage, job_id)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return files
 
 
 def test_a_job_runs_on_a_worker_and_equals_a_local_render(
@@ -62,7 +79,7 @@ def test_a_job_runs_on_a_worker_and_equals_a_local_render(
     job = wait_for(api, accepted.json()["id"], finished)
     assert job["state"] == "succeeded", job
     assert job["attempts"] == 1 and job["progress"] == 1.0
-    assert job_files(storage, job["id"]) == ["result.wav"]  # the upload went, no staging left
+    assert settled_files(storage, job["id"], ["result.wav"]) == ["result.wav"]  # upload gone
     track = result_track(api, job["id"], tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -81,7 +98,7 @@ def test_a_worker_child_killed_mid_job_loses_nothing(
     job = wait_for(api, job_id, finished)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2  # the killed start and the one that finished
-    assert job_files(storage, job_id) == ["result.wav"]  # exactly one result, no leftovers
+    assert settled_files(storage, job_id, ["result.wav"]) == ["result.wav"]  # no leftovers
     track = result_track(api, job_id, tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -139,7 +156,7 @@ def test_fifty_concurrent_submissions_all_complete_once(api, workers, clip_facto
     assert {j["state"] for j in jobs} == {"succeeded"}
     assert all(j["attempts"] == 1 for j in jobs)  # nothing ran twice
     for job in jobs:
-        assert job_files(storage, job["id"]) == ["result.wav"]
+        assert settled_files(storage, job["id"], ["result.wav"]) == ["result.wav"]
     # Equal uploads give equal results, whichever worker ran them.
     digests: dict[str, set[str]] = {}
     for job in jobs:
@@ -161,7 +178,7 @@ def test_cancel_stops_a_running_job_within_a_window(api, workers, clip_factory, 
     # A window is one decoded batch: 32 frames of the 1800, under 2 % of the clip.
     assert job["progress"] - at_cancel <= 2 * 32 / 1800, (at_cancel, job["progress"])
     assert api.get(f"/v1/exports/{job_id}/result").status_code == 409
-    assert not (storage / "jobs" / job_id).exists()
+    assert settled_files(storage, job_id, None) is None
 
 
 def test_a_queued_job_is_cancelled_at_once(api, workers, clip_factory):
@@ -231,6 +248,6 @@ def test_a_stopped_worker_hands_its_running_job_back_at_once(
     job = wait_for(api, job_id, finished, timeout_s=60)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2
-    assert job_files(storage, job_id) == ["result.wav"]
+    assert settled_files(storage, job_id, ["result.wav"]) == ["result.wav"]
     track = result_track(api, job_id, tmp_path)
     assert np.abs(track - reference_track(reference_engine, clip, tmp_path)).max() <= 2 / 32768
