@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import pytest
@@ -32,6 +32,13 @@ def real_engine():
     engine = FoleyEngine.load(Settings())
     engine.warmup()
     return engine
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out: {what}"
+        time.sleep(0.01)
 
 
 @contextmanager

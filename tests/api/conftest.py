@@ -6,7 +6,6 @@ import asyncio
 import re
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,7 +18,7 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.config import Settings
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
-from tests.conftest import uvicorn_server
+from tests.conftest import uvicorn_server, wait_until
 
 UPLOAD_LIMIT = 256 * 1024
 RENDERED = b"rendered by RecordingEngine"
@@ -109,13 +108,6 @@ class RecordingEngine:
 
 def wait_ready(client: TestClient, timeout: float = 10.0) -> None:
     wait_until(lambda: client.get("/readyz").status_code == 200, timeout, "never ready")
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out: {what}"
-        time.sleep(0.01)
 
 
 def files_under(root: Path) -> list[Path]:

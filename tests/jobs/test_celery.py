@@ -11,7 +11,6 @@ import hashlib
 import os
 import signal
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from engines.eval.sync import read_audio
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
+from tests.conftest import wait_until
 from tests.jobs.conftest import finished, submit, wait_for
 
 pytestmark = pytest.mark.slow
@@ -57,16 +57,10 @@ def job_files(storage: Path, job_id: str) -> list[str] | None:
         return None
 
 
-def settled_files(
-    storage: Path, job_id: str, expected: list[str] | None, timeout_s: float = 10.0
-) -> list[str] | None:
-    """`job_files` once they equal `expected`, or as they are after `timeout_s`. A worker records
-    the job's end first and removes its files just after (`end_job`), so a client that has seen
-    the end may still find them for a moment."""
-    deadline = time.monotonic() + timeout_s
-    while (files := job_files(storage, job_id)) != expected and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return files
+def files_become(storage: Path, job_id: str, expected: list[str] | None) -> None:
+    """A worker records the job's end first and removes its files just after (`end_job`), so a
+    client that has seen the end may still find them for a moment."""
+    wait_until(lambda: job_files(storage, job_id) == expected, 10.0, f"job files {expected}")
 
 
 def test_a_job_runs_on_a_worker_and_equals_a_local_render(
@@ -79,7 +73,7 @@ def test_a_job_runs_on_a_worker_and_equals_a_local_render(
     job = wait_for(api, accepted.json()["id"], finished)
     assert job["state"] == "succeeded", job
     assert job["attempts"] == 1 and job["progress"] == 1.0
-    assert settled_files(storage, job["id"], ["result.wav"]) == ["result.wav"]  # upload gone
+    files_become(storage, job["id"], ["result.wav"])  # the upload went, no staging left
     track = result_track(api, job["id"], tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -98,7 +92,7 @@ def test_a_worker_child_killed_mid_job_loses_nothing(
     job = wait_for(api, job_id, finished)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2  # the killed start and the one that finished
-    assert settled_files(storage, job_id, ["result.wav"]) == ["result.wav"]  # no leftovers
+    files_become(storage, job_id, ["result.wav"])  # exactly one result, no leftovers
     track = result_track(api, job_id, tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -156,7 +150,7 @@ def test_fifty_concurrent_submissions_all_complete_once(api, workers, clip_facto
     assert {j["state"] for j in jobs} == {"succeeded"}
     assert all(j["attempts"] == 1 for j in jobs)  # nothing ran twice
     for job in jobs:
-        assert settled_files(storage, job["id"], ["result.wav"]) == ["result.wav"]
+        files_become(storage, job["id"], ["result.wav"])
     # Equal uploads give equal results, whichever worker ran them.
     digests: dict[str, set[str]] = {}
     for job in jobs:
@@ -178,7 +172,7 @@ def test_cancel_stops_a_running_job_within_a_window(api, workers, clip_factory, 
     # A window is one decoded batch: 32 frames of the 1800, under 2 % of the clip.
     assert job["progress"] - at_cancel <= 2 * 32 / 1800, (at_cancel, job["progress"])
     assert api.get(f"/v1/exports/{job_id}/result").status_code == 409
-    assert settled_files(storage, job_id, None) is None
+    files_become(storage, job_id, None)
 
 
 def test_a_queued_job_is_cancelled_at_once(api, workers, clip_factory):
@@ -248,6 +242,6 @@ def test_a_stopped_worker_hands_its_running_job_back_at_once(
     job = wait_for(api, job_id, finished, timeout_s=60)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2
-    assert settled_files(storage, job_id, ["result.wav"]) == ["result.wav"]
+    files_become(storage, job_id, ["result.wav"])
     track = result_track(api, job_id, tmp_path)
     assert np.abs(track - reference_track(reference_engine, clip, tmp_path)).max() <= 2 / 32768
