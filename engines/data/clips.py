@@ -20,11 +20,14 @@ from fractions import Fraction
 from pathlib import Path
 
 import av
+import numpy as np
 
 from engines.sim import SimClip, scene_from_seed, simulate
 from engines.sim.simulate import as_fraction
 
 log = logging.getLogger(__name__)
+
+VFR_TIME_BASE = Fraction(1, 90000)  # MPEG's clock: where variable-rate frames are stamped
 
 # Encoder -> pixel format; ProRes has no 4:2:0 profile.
 PIXEL_FORMATS: dict[str, str] = {"prores_ks": "yuv422p10le"}
@@ -51,40 +54,74 @@ def write_video_clip(
     codec: str = "libx264",
     holdout: bool = False,
     kind: str | None = None,
+    variable: bool = False,
 ) -> SimClip:
     """Simulate the scene of `seed`, render it at width x height and encode it to `path`
     (container from the extension). Returns the clip's ground truth, frames included (all
     frames are held in memory: ~0.5 GB for 6 s of 1280x720 at 30 fps). NTSC rates must be
-    passed as fractions (`Fraction(30000, 1001)`); a float fps is snapped to a decimal fraction."""
+    passed as fractions (`Fraction(30000, 1001)`); a float fps is snapped to a decimal fraction.
+    `variable`: a variable frame rate around `fps` (`variable_frame_times`), as phones record."""
     if width % 2 or height % 2:
         raise ValueError(f"width and height must be even for 4:2:0 video, got {width}x{height}")
     if codec not in av.codecs_available:
         raise ValueError(f"encoder {codec!r} is not available in this PyAV build")
     rate = as_fraction(fps)
+    times = variable_frame_times(duration_s, rate, seed) if variable else None
     clip = simulate(
         scene_from_seed(seed, kind=kind, holdout=holdout),
         duration_s=duration_s,
         fps=rate,
         width=width,
         height=height,
+        frame_times=times,
     )
-    with av.open(str(path), mode="w") as container:
-        stream = container.add_stream(codec, rate=rate, options=ENCODER_OPTIONS.get(codec, {}))
-        stream.width, stream.height = width, height
-        stream.pix_fmt = PIXEL_FORMATS.get(codec, "yuv420p")
-        # The muxer may replace the stream's time base when it writes the header (mp4: 1/30000
-        # for 29.97), so frames keep their own: pts k in units of 1/fps.
-        time_base = 1 / rate
-        stream.time_base = stream.codec_context.time_base = time_base
-        for k, rgb in enumerate(clip.frames):
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            frame.pts, frame.time_base = k, time_base
-            container.mux(stream.encode(frame))
-        container.mux(stream.encode(None))  # flush the encoder's delayed frames
+    encode_frames(path, clip.frames, rate, codec=codec, times=times)
     log.info(
         "wrote %s: %d frames at %s fps, %d impacts", path, len(clip.frames), rate, len(clip.impacts)
     )
     return clip
+
+
+def encode_frames(
+    path: str | Path,
+    frames: np.ndarray,
+    fps: Fraction,
+    *,
+    codec: str = "libx264",
+    times: list[Fraction] | None = None,
+) -> None:
+    """Encode RGB `frames` (N, H, W, 3) to `path`: frame k at k / fps, or at `times[k]` (which
+    must lie on the VFR_TIME_BASE grid)."""
+    height, width = frames.shape[1:3]
+    with av.open(str(path), mode="w") as container:
+        stream = container.add_stream(codec, rate=fps, options=ENCODER_OPTIONS.get(codec, {}))
+        stream.width, stream.height = width, height
+        stream.pix_fmt = PIXEL_FORMATS.get(codec, "yuv420p")
+        # The muxer may replace the stream's time base when it writes the header (mp4: 1/30000
+        # for 29.97), so frames keep their own: pts k in units of 1/fps.
+        time_base = 1 / fps if times is None else VFR_TIME_BASE
+        stream.time_base = stream.codec_context.time_base = time_base
+        for k, rgb in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
+            pts = Fraction(k) if times is None else times[k] / VFR_TIME_BASE
+            if pts.denominator != 1:
+                raise ValueError(f"frame time {times[k]} is not on the {VFR_TIME_BASE} grid")
+            frame.pts, frame.time_base = int(pts), time_base
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))  # flush the encoder's delayed frames
+
+
+def variable_frame_times(duration_s: float, fps: Fraction, seed: int) -> list[Fraction]:
+    """Frame times of a variable-rate recording around `fps`: each interval drawn between 0.6
+    and 1.6 nominal intervals, on the VFR_TIME_BASE grid, from 0 to before `duration_s`."""
+    rng = np.random.default_rng([seed, 17])
+    nominal = 1 / fps
+    times, t = [], Fraction(0)
+    while t < as_fraction(duration_s):
+        times.append(t)
+        step = nominal * Fraction(float(rng.uniform(0.6, 1.6))).limit_denominator(1000)
+        t += max(VFR_TIME_BASE, round(step / VFR_TIME_BASE) * VFR_TIME_BASE)
+    return times
 
 
 def _parse_fps(text: str) -> Fraction:

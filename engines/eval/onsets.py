@@ -78,6 +78,7 @@ class OnsetScore:
     false_positives: int
     false_negatives: int
     errors_s: np.ndarray  # predicted - reference, per match
+    ignored: int = 0  # unmatched onsets at a contact that was not required (neither way)
 
     @property
     def precision(self) -> float:
@@ -98,6 +99,7 @@ class OnsetScore:
             self.false_positives + other.false_positives,
             self.false_negatives + other.false_negatives,
             np.concatenate([self.errors_s, other.errors_s]),
+            self.ignored + other.ignored,
         )
 
 
@@ -117,6 +119,38 @@ def match_onsets(
     errors = [predicted[i] - reference[j] for i, j in pairs]
     tp = len(errors)
     return OnsetScore(tp, len(predicted) - tp, len(reference) - tp, np.asarray(errors, float))
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a generated track is scored against: the `required` onsets (s, increasing), which a
+    track must hit, and the times of every other simulated contact (`dont_care`), where an onset
+    is neither rewarded nor counted false."""
+
+    required: np.ndarray
+    dont_care: np.ndarray
+
+
+def score_onsets(
+    predicted: np.ndarray, reference: Reference, tolerance_s: float = 0.05
+) -> OnsetScore:
+    """`match_onsets` against the required onsets; an unmatched onset within `tolerance_s` of a
+    don't-care contact is `ignored`, every other unmatched one is false."""
+    pairs = matched_pairs(predicted, reference.required, tolerance_s)
+    matched = {i for i, _ in pairs}
+    unmatched = np.asarray([p for i, p in enumerate(predicted) if i not in matched], float)
+    near = np.zeros(len(unmatched), bool)
+    if len(unmatched) and len(reference.dont_care):
+        gaps = np.abs(unmatched[:, None] - np.asarray(reference.dont_care)[None, :])
+        near = gaps.min(axis=1) <= tolerance_s
+    errors = np.asarray([predicted[i] - reference.required[j] for i, j in pairs], float)
+    return OnsetScore(
+        len(pairs),
+        int((~near).sum()),
+        len(reference.required) - len(pairs),
+        errors,
+        ignored=int(near.sum()),
+    )
 
 
 def matched_pairs(

@@ -1,10 +1,18 @@
 """Sync evaluation on freshly simulated clips, through the real service path.
 
-    python -m engines.eval.sync --clips 24
+    python -m engines.eval.sync [--scenes holdout|fresh] [--clips 28] [--controls 8]
 
-Each clip is simulated from a held-out seed (engines.data: shapes, sizes and cameras not used in
-training), encoded as a real H.264 file, rendered by FoleyEngine exactly as `foley generate` does,
-and the generated track's onsets are matched against the onsets of the ground-truth track.
+Each clip (engines.eval.scenes) is simulated from a seed never trained on, at one of the frame
+rates users bring (24, 25, 29.97, 30, 50, 60 fps and variable), encoded as a real H.264 file and
+rendered by FoleyEngine exactly as `foley generate` does. Scored against the required onsets
+(engines.eval.reference), +-50 ms, one-to-one:
+- fired: the generator's own event times (RenderResult.events_s);
+- rendered: the onsets the detector hears in the rendered track;
+- the share of fired events heard in their own render, and the render's offset from them;
+- masking fidelity: the rendered onsets against the contacts heard in the true mix (it asks
+  whether the track masks what the truth masks, not whether contacts are found);
+- controls (static, camera-only motion, free fall, shot cuts): spurious onsets per minute, and
+  whether a cut is voiced; on every clip, onsets before the first contact.
 """
 
 from __future__ import annotations
@@ -20,8 +28,23 @@ import numpy as np
 
 from engines.audio.render import synthesize
 from engines.data.clips import write_video_clip
-from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets
-from engines.eval.reference import reference_onsets
+from engines.eval.onsets import (
+    OnsetScore,
+    combined,
+    detect_onsets,
+    match_onsets,
+    matched_pairs,
+    score_onsets,
+)
+from engines.eval.reference import audible
+from engines.eval.scenes import (
+    CONTROL_KINDS,
+    FRAME_RATES,
+    SAMPLE_RATE,
+    EvalClip,
+    control_clip,
+    scene_clip,
+)
 from engines.sim.types import SimClip
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -30,6 +53,9 @@ from service.pipeline.types import RenderOptions
 log = logging.getLogger(__name__)
 FPS_CHOICES = (24, 25, 30, 60)
 HOLDOUT_SEED_BASE = 1_000_000  # far from the training seeds
+CONTROL_SEED_OFFSET = 500_000  # the controls' seeds, apart from the scenes'
+TOLERANCE_S = 0.05
+CUT_WINDOW_S = 0.25  # a false onset this soon after a cut voices the cut
 
 
 def read_audio(path: Path) -> tuple[np.ndarray, int]:
@@ -46,14 +72,6 @@ def read_audio(path: Path) -> tuple[np.ndarray, int]:
         rate = stream.rate
     samples = np.concatenate(chunks) if chunks else np.zeros(0, np.float32)
     return samples.astype(np.float32), rate
-
-
-@dataclass(frozen=True)
-class ClipResult:
-    seed: int
-    fps: int
-    kind: str
-    score: OnsetScore
 
 
 @dataclass(frozen=True)
@@ -94,66 +112,218 @@ def render_clip(
     return RenderedClip(clip, truth, generated, rate)
 
 
-def score_clip(r: RenderedClip, seed: int, fps: int) -> ClipResult:
-    """The generated track's onsets against the audible contacts of the ground truth."""
-    reference = reference_onsets(r.clip, r.truth, 48000)
-    score = match_onsets(detect_onsets(r.generated, r.sample_rate), reference)
-    return ClipResult(seed, fps, r.clip.spec.kind, score)
+@dataclass(frozen=True)
+class ClipResult:
+    """One clip's scores (see the module docstring)."""
+
+    name: str
+    kind: str
+    rate: str
+    control: bool
+    duration_s: float
+    fired: OnsetScore
+    rendered: OnsetScore
+    masking: OnsetScore
+    events: int  # fired events
+    heard: int  # fired events with a rendered onset within TOLERANCE_S
+    render_offsets_s: np.ndarray  # rendered onset - fired event, per heard event
+    early: int  # rendered onsets more than TOLERANCE_S before the first contact
+    # Controls: false rendered (and fired) onsets over the span where only a contact may sound
+    # (the whole clip; for a cut, the CUT_WINDOW_S after it) and that span's length.
+    spurious: int
+    spurious_fired: int
+    span_s: float
+    cut_voiced: bool | None  # cut clips: a false rendered onset within CUT_WINDOW_S after it
+
+
+def score(
+    clip: EvalClip, generated: np.ndarray, sample_rate: int, events_s: np.ndarray
+) -> ClipResult:
+    """Score one render: its track (at `sample_rate`) and the events it fired."""
+    detected = detect_onsets(generated, sample_rate)
+    events_s = np.asarray(events_s, float)
+    pairs = matched_pairs(detected, events_s, TOLERANCE_S)
+    first = clip.contacts_s[0] if len(clip.contacts_s) else np.inf
+    span = (0.0, clip.duration_s if clip.control else 0.0)
+    if clip.cut_s is not None:
+        span = (clip.cut_s, clip.cut_s + CUT_WINDOW_S)
+    spurious = _in_span(_false_onsets(detected, clip), span)
+    return ClipResult(
+        name=clip.name,
+        kind=clip.kind,
+        rate=clip.rate,
+        control=clip.control,
+        duration_s=clip.duration_s,
+        fired=score_onsets(events_s, clip.reference, TOLERANCE_S),
+        rendered=score_onsets(detected, clip.reference, TOLERANCE_S),
+        masking=match_onsets(detected, reference_onsets_of(clip), TOLERANCE_S),
+        events=len(events_s),
+        heard=len(pairs),
+        render_offsets_s=np.asarray([detected[i] - events_s[j] for i, j in pairs], float),
+        early=int(np.sum(detected < first - TOLERANCE_S)),
+        spurious=spurious,
+        spurious_fired=_in_span(_false_onsets(events_s, clip), span),
+        span_s=span[1] - span[0],
+        cut_voiced=None if clip.cut_s is None else spurious > 0,
+    )
+
+
+def _in_span(times: np.ndarray, span: tuple[float, float]) -> int:
+    return int(np.sum((times >= span[0]) & (times < span[1])))
+
+
+def reference_onsets_of(clip: EvalClip) -> np.ndarray:
+    """The contacts heard in the clip's true mix (the masking-fidelity reference)."""
+    return audible(clip.contacts_s, clip.truth, SAMPLE_RATE)
+
+
+def _false_onsets(detected: np.ndarray, clip: EvalClip) -> np.ndarray:
+    """The onsets that neither match a required onset nor sit at a don't-care contact."""
+    pairs = matched_pairs(detected, clip.reference.required, TOLERANCE_S)
+    matched = {i for i, _ in pairs}
+    rest = np.asarray([t for i, t in enumerate(detected) if i not in matched], float)
+    if len(rest) and len(clip.reference.dont_care):
+        near = np.abs(rest[:, None] - clip.reference.dont_care[None, :]).min(axis=1)
+        rest = rest[near > TOLERANCE_S]
+    return rest
+
+
+def render(engine: FoleyEngine, clip: EvalClip) -> ClipResult:
+    """Render `clip` as `foley generate` does and score it. Each clip is the first its engine
+    renders (a fresh cache): windows and templates kept from other clips would make a clip's
+    score depend on the order of the set."""
+    engine = FoleyEngine(engine.settings, engine.tier, engine.backend)
+    out = clip.video.with_suffix(".wav")
+    result = engine.render(clip.video, out, RenderOptions(format="wav"))
+    generated, rate = read_audio(out)
+    return score(clip, generated, rate, np.asarray(result.events_s))
 
 
 def evaluate(
     engine: FoleyEngine,
     *,
     clips: int,
+    controls: int = 0,
     seed: int = HOLDOUT_SEED_BASE,
     duration_s: float = 5.0,
     holdout: bool = True,
+    size: tuple[int, int] = (320, 180),
+    rates: tuple[str, ...] = tuple(FRAME_RATES),
 ) -> list[ClipResult]:
+    """`clips` scenes and `controls` control clips, the frame rates and control kinds taken in
+    turn, each clip simulated, rendered and scored in a temporary folder."""
     results = []
     with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
         for i in range(clips):
-            fps = FPS_CHOICES[i % len(FPS_CHOICES)]
-            rendered = render_clip(
-                engine, seed + i, fps, Path(tmp), duration_s=duration_s, holdout=holdout
+            clip = scene_clip(
+                seed + i,
+                rates[i % len(rates)],
+                work,
+                holdout=holdout,
+                duration_s=duration_s,
+                size=size,
             )
-            result = score_clip(rendered, seed + i, fps)
-            log.info("seed %d %s %d fps: F1 %.2f", result.seed, result.kind, fps, result.score.f1)
-            results.append(result)
+            results.append(_logged(render(engine, clip)))
+        for i in range(controls):
+            clip = control_clip(
+                CONTROL_KINDS[i % len(CONTROL_KINDS)],
+                seed + CONTROL_SEED_OFFSET + i,
+                rates[i % len(rates)],
+                work,
+                holdout=holdout,
+                duration_s=duration_s,
+                size=size,
+            )
+            results.append(_logged(render(engine, clip)))
     return results
 
 
+def _logged(result: ClipResult) -> ClipResult:
+    log.info(
+        "%s (%s, %s fps): F1 fired %.2f, rendered %.2f",
+        result.name,
+        result.kind,
+        result.rate,
+        result.fired.f1,
+        result.rendered.f1,
+    )
+    return result
+
+
+def _row(label: str, score: OnsetScore) -> str:
+    errors_ms = np.abs(score.errors_s) * 1000
+    median = f"{np.median(errors_ms):6.1f}" if len(errors_ms) else "     -"
+    within = f"{np.mean(errors_ms <= 10) * 100:5.0f} %" if len(errors_ms) else "      -"
+    return (
+        f"{label:<22} {score.f1:5.3f} {score.precision:5.3f} {score.recall:5.3f} "
+        f"{median} {within}   tp {score.true_positives} fp {score.false_positives} "
+        f"fn {score.false_negatives} ignored {score.ignored}"
+    )
+
+
 def summary(results: list[ClipResult]) -> str:
-    total = combined([r.score for r in results])
-    errors_ms = np.abs(total.errors_s) * 1000
-    lines = [
-        f"clips: {len(results)}   reference onsets: {total.true_positives + total.false_negatives}",
-        f"onset F1 (+-50 ms): {total.f1:.3f}   precision {total.precision:.3f}   "
-        f"recall {total.recall:.3f}",
-    ]
-    if len(errors_ms):
-        lines.append(
-            f"timing error: median {np.median(errors_ms):.1f} ms, "
-            f"within 10 ms: {np.mean(errors_ms <= 10) * 100:.0f} %"
+    scenes = [r for r in results if not r.control]
+    controls = [r for r in results if r.control]
+    lines = []
+    if scenes:
+        fired = combined([r.fired for r in scenes])
+        rendered = combined([r.rendered for r in scenes])
+        masking = combined([r.masking for r in scenes])
+        required = rendered.true_positives + rendered.false_negatives
+        lines += [
+            f"scenes: {len(scenes)}   required onsets: {required}",
+            f"{'(+-50 ms)':<22} {'F1':>5} {'P':>5} {'R':>5} {'med ms':>6} {'<=10ms':>7}",
+            _row("fired events", fired),
+            _row("rendered onsets", rendered),
+            _row("masking fidelity", masking),
+        ]
+        events = sum(r.events for r in scenes)
+        offsets = np.concatenate([r.render_offsets_s for r in scenes]) * 1000
+        if events:
+            offset = f"{np.median(offsets):+.1f} ms" if len(offsets) else "-"
+            lines.append(
+                f"fired events heard in their render: {sum(r.heard for r in scenes) / events:.0%}"
+                f" of {events}; render offset (median): {offset}"
+            )
+        lines.append("per frame rate (F1 fired / rendered):")
+        for rate in [r for r in FRAME_RATES if any(c.rate == r for c in scenes)]:
+            sub = [c for c in scenes if c.rate == rate]
+            lines.append(
+                f"  {rate:>6}: {combined([c.fired for c in sub]).f1:.3f} / "
+                f"{combined([c.rendered for c in sub]).f1:.3f}   ({len(sub)} clips)"
+            )
+        lines.append("per scene kind (F1 fired / rendered, required onsets):")
+        for kind in sorted({c.kind for c in scenes}):
+            sub = combined([c.rendered for c in scenes if c.kind == kind])
+            lines.append(
+                f"  {kind:>8}: {combined([c.fired for c in scenes if c.kind == kind]).f1:.3f}"
+                f" / {sub.f1:.3f}   ({sub.true_positives + sub.false_negatives})"
+            )
+    early = [r for r in results if r.early]
+    lines.append(f"clips with onsets before the first contact: {len(early)} of {len(results)}")
+    if controls:
+        minutes = sum(r.span_s for r in controls) / 60
+        spurious = sum(r.spurious for r in controls) / minutes
+        fired = sum(r.spurious_fired for r in controls) / minutes
+        per_kind = ", ".join(
+            f"{kind} {sum(r.spurious for r in controls if r.kind == kind)}"
+            for kind in CONTROL_KINDS
+            if any(r.kind == kind for r in controls)
         )
-    for fps in sorted({r.fps for r in results}):
-        sub = [r.score for r in results if r.fps == fps]
-        lines.append(f"  {fps} fps: F1 {combined(sub).f1:.3f} ({len(sub)} clips)")
-    for kind in sorted({r.kind for r in results}):
-        score = combined([r.score for r in results if r.kind == kind])
-        predicted = score.true_positives + score.false_positives
-        reference = score.true_positives + score.false_negatives
-        precision = f"{score.precision:.3f}" if predicted else "-"
-        recall = f"{score.recall:.3f}" if reference else "-"
+        cuts = [r for r in controls if r.cut_voiced is not None]
         lines.append(
-            f"  {kind}: F1 {score.f1:.3f}   precision {precision}   recall {recall}   "
-            f"predicted {predicted}   reference {reference}"
+            f"controls: {len(controls)} clips, {minutes:.2f} min; spurious onsets per minute: "
+            f"rendered {spurious:.2f}, fired {fired:.2f} ({per_kind}); "
+            f"cuts voiced: {sum(bool(r.cut_voiced) for r in cuts)} of {len(cuts)}"
         )
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--clips", type=int, default=24)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clips", type=int, default=28, help="scenes (frame rates in turn)")
+    parser.add_argument("--controls", type=int, default=8, help="control clips (kinds in turn)")
     parser.add_argument("--seed", type=int, default=HOLDOUT_SEED_BASE)
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument(
@@ -163,15 +333,18 @@ def main(argv: list[str] | None = None) -> None:
         help="holdout: shapes, sizes and cameras never used in training; "
         "fresh: the training distribution with unseen seeds",
     )
+    parser.add_argument("--rates", nargs="+", choices=tuple(FRAME_RATES), default=None)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     engine = FoleyEngine.load(Settings())
     results = evaluate(
         engine,
         clips=args.clips,
+        controls=args.controls,
         seed=args.seed,
         duration_s=args.duration,
         holdout=args.scenes == "holdout",
+        rates=tuple(args.rates or FRAME_RATES),
     )
     print(summary(results))
 

@@ -19,7 +19,7 @@ from torch.nn import functional as F
 
 # Scales the glimpses' attention logits: at 1 the attention of a fresh 1x1 convolution is nearly
 # uniform, so the glimpses start as the picture's mean and, on the material targets, stayed
-# there; at 10 they pick out the moving patches from the start (docs/model-card.md).
+# there; at 10 they pick out the moving patches from the start (docs/experiments.md).
 GLIMPSE_SHARPNESS = 10.0
 # Hidden width of the keypoints' locator (VisualEncoder, `keypoints`).
 LOCATOR_CHANNELS = 32

@@ -44,15 +44,24 @@ def simulate(
     height: int,
     shadows: bool = False,
     physics_hz: int = PHYSICS_HZ,
+    frame_times: list[Fraction] | None = None,
 ) -> SimClip:
     """Simulate `spec` for `duration_s` and render frames at t = k / fps, k = 0..N-1 with
-    N = ceil(duration_s * fps), at width x height. Impacts and tracks cover [0, duration_s]."""
+    N = ceil(duration_s * fps), at width x height. Impacts and tracks cover [0, duration_s].
+    `frame_times` (increasing, in [0, duration_s), the first 0) replaces the regular times: a
+    variable frame rate, `fps` then being its nominal rate."""
     rate = as_fraction(fps)
     if rate <= 0 or duration_s <= 0:
         raise ValueError(f"fps and duration must be positive, got {fps}, {duration_s}")
     trace = run_physics(spec, duration_s, physics_hz)
-    n_frames = frame_count(duration_s, rate)
-    exact_times = [Fraction(k) / rate for k in range(n_frames)]
+    if frame_times is None:
+        exact_times = [Fraction(k) / rate for k in range(frame_count(duration_s, rate))]
+    else:
+        exact_times = list(frame_times)
+        steps = np.diff([float(t) for t in exact_times])
+        if not exact_times or exact_times[0] != 0 or (steps <= 0).any():
+            raise ValueError("frame_times must start at 0 and increase")
+    n_frames = len(exact_times)
     frames = np.empty((n_frames, height, width, 3), np.uint8)
     screen = np.empty((n_frames, len(spec.objects), 2), np.float32)
     with SceneRenderer(spec, width, height, shadows=shadows) as renderer:

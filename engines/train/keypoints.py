@@ -2,7 +2,7 @@
 
 A contact is a change of an object's velocity. Exact object positions, fed to a generator trunk
 trained on the onset loss alone, find contacts far better than the encoder's features do
-(docs/model-card.md). The encoder's keypoints (VisualEncoder, `keypoints`) are soft arg-maxes
+(docs/experiments.md). The encoder's keypoints (VisualEncoder, `keypoints`) are soft arg-maxes
 over its patch grid; these targets put them on the objects, so the features carry each object's
 position as numbers.
 

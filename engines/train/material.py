@@ -3,7 +3,7 @@
 An impact event's sound is chosen at its frame from the generator's trunk, so the trunk must
 know there what is hitting what. The sound-side targets (levels, decays) alone did not teach
 it: a linear probe on the trunk named the object's material for about a quarter of held-out
-impacts (docs/model-card.md). These targets ask for it directly, from the picture, where the
+impacts (docs/experiments.md). These targets ask for it directly, from the picture, where the
 materials differ by colour and shine by design (engines.sim.materials).
 
 Two readouts take these targets. `MaterialHead` reads the trunk; a training signal only,

@@ -47,7 +47,7 @@ class TrainOptions:
     onset_weight: float = 1.0
     augment_p: float = 0.7  # share of crops given a random zoom, shift, squash and exposure
     # The dense motion targets (engines.train.motion); 0 = off. At 1.0 they did not raise the
-    # onset F1 (docs/model-card.md), so the shipped recipe leaves them off.
+    # onset F1 (docs/experiments.md), so the shipped recipe leaves them off.
     motion_weight: float = 0.0
     # Two options that go together, on in the shipped recipe (engines.build): onset
     # targets on every impact of at least SEEN_IMPULSE_NS, heard or not, and a loss on each
@@ -57,7 +57,7 @@ class TrainOptions:
     level_weight: float = 0.0
     # A loss on how each impact event rings down, band by band, against the impact's own sound
     # alone (TrainClip.decay), where materials differ most. 0 = off; at 0.3 it did not make the
-    # material heard (docs/model-card.md), so the shipped recipe leaves it off.
+    # material heard (docs/experiments.md), so the shipped recipe leaves it off.
     decay_weight: float = 0.0
     # A loss putting the encoder's keypoints on the objects (engines.train.keypoints); needs an
     # encoder with keypoints. 0 = off.
@@ -65,7 +65,7 @@ class TrainOptions:
     # Material targets at impact frames (engines.train.material), on the encoder's own readout
     # where it has one, else on the trunk; 0 = off. On the trunk, at 0.3, the surface was
     # learned but not the object; on the encoder's readout, at 0.5, the object was named for
-    # 44 % of impacts but sync fell (docs/model-card.md), so the shipped recipe leaves it off.
+    # 44 % of impacts but sync fell (docs/experiments.md), so the shipped recipe leaves it off.
     material_weight: float = 0.0
     # Share of generator crops replaced by a procedural scene where nothing sounds
     # (engines.train.distractors), drawn from a pool of distractor_pool made at the start.

@@ -122,6 +122,7 @@ class FoleyEngine:
             model_version=self.tier.version,
             timings=dict(timer.seconds),
             reuse=synth.runner.reuse,
+            events_s=synth.event_times_s,
         )
 
     def _check(self, options: RenderOptions) -> None:

@@ -321,9 +321,18 @@ class StreamingSynth:
             tier, backend, timer=timer, static_threshold=static_threshold, memo=memo
         )
         self.stream = self.runner.open()
+        self.events: list[int] = []  # acoustic frames (from the first frame) where sounds fired
+
+    @property
+    def event_times_s(self) -> tuple[float, ...]:
+        """The contact sounds fired so far, in seconds from the first frame: where the
+        generator put each event's acoustic frame."""
+        tier = self.runner.tier
+        return tuple(int(f) * tier.hop / tier.sample_rate for f in self.events)
 
     def push(self, frames: ModelFrames) -> Iterator[np.ndarray]:
         (chunk,) = self.runner.push([self.stream], [frames])
+        self.events.extend(chunk.events.tolist())
         if len(chunk.audio):
             yield chunk.audio
 
@@ -332,6 +341,7 @@ class StreamingSynth:
         if self.stream.frames != num_frames:
             raise ValueError(f"{self.stream.frames} frames pushed, clip has {num_frames}")
         (chunk,) = self.runner.finish([self.stream])
+        self.events.extend(chunk.events.tolist())
         # Only the last frame can be partial, and it comes out here.
         yield chunk.audio[: max(0, num_samples - chunk.start)]
 

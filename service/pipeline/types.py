@@ -55,3 +55,5 @@ class RenderResult:
     model_version: str
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     reuse: ReuseStats = field(default_factory=ReuseStats)
+    # Contact sounds the generator fired, in seconds from the track's start.
+    events_s: tuple[float, ...] = ()

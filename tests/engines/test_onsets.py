@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines.eval.onsets import OnsetScore, detect_onsets, match_onsets
+from engines.eval.onsets import OnsetScore, Reference, detect_onsets, match_onsets, score_onsets
 from engines.eval.sync import ClipResult, summary
 
 SR = 48000
@@ -70,12 +70,64 @@ def test_no_reference_and_no_prediction_is_perfect() -> None:
     assert match_onsets(np.zeros(0), np.zeros(0)).f1 == 1.0
 
 
-def test_summary_per_kind_counts_and_undefined_rates() -> None:
+def test_an_oracle_at_every_contact_scores_one_and_shifted_by_60_ms_zero() -> None:
+    contacts = np.array([0.40, 0.80, 0.82, 1.30, 2.00])
+    # 0.82 was merged into 0.80; 2.00 is out of view: neither is required.
+    reference = Reference(np.array([0.40, 0.80, 1.30]), np.array([0.82, 2.00]))
+    assert score_onsets(contacts, reference).f1 == 1.0
+    assert score_onsets(contacts, reference).ignored == 2
+    shifted = score_onsets(contacts + 0.06, reference)
+    assert shifted.true_positives == 0 and shifted.f1 == 0.0
+
+
+def test_onsets_at_dont_care_contacts_count_neither_way() -> None:
+    reference = Reference(np.array([0.5]), np.array([1.0]))
+    score = score_onsets(np.array([0.51, 1.03, 1.5]), reference)
+    assert (score.true_positives, score.false_positives, score.false_negatives) == (1, 1, 0)
+    assert score.ignored == 1
+    # A second onset at a required contact is false, not ignored.
+    double = score_onsets(np.array([0.50, 0.52]), reference)
+    assert (double.true_positives, double.false_positives, double.ignored) == (1, 1, 0)
+
+
+def test_summary_reports_fired_rendered_and_controls() -> None:
+    def result(name: str, kind: str, rate: str, fired: OnsetScore, **kw: object) -> ClipResult:
+        fields = {
+            "control": False,
+            "duration_s": 4.0,
+            "rendered": fired,
+            "masking": fired,
+            "events": 3,
+            "heard": 3,
+            "render_offsets_s": np.array([0.001, 0.002, 0.003]),
+            "early": 0,
+            "spurious": 0,
+            "spurious_fired": 0,
+            "span_s": 0.0,
+            "cut_voiced": None,
+        } | kw
+        return ClipResult(name=name, kind=kind, rate=rate, fired=fired, **fields)
+
     results = [
-        ClipResult(1, 30, "static", OnsetScore(0, 0, 0, np.zeros(0))),
-        ClipResult(2, 30, "static", OnsetScore(0, 1, 0, np.zeros(0))),
-        ClipResult(3, 25, "drop", OnsetScore(2, 1, 1, np.array([0.001, -0.002]))),
+        result("a", "drop", "24", OnsetScore(2, 1, 1, np.array([0.001, -0.02]))),
+        result("b", "static", "vfr", OnsetScore(0, 0, 0, np.zeros(0)), early=1),
+        result(
+            "c",
+            "cut",
+            "30",
+            OnsetScore(0, 2, 0, np.zeros(0)),
+            control=True,
+            duration_s=6.0,
+            spurious=1,
+            spurious_fired=2,
+            span_s=0.25,
+            cut_voiced=True,
+        ),
     ]
-    lines = summary(results).splitlines()
-    assert "  static: F1 0.000   precision 0.000   recall -   predicted 1   reference 0" in lines
-    assert "  drop: F1 0.667   precision 0.667   recall 0.667   predicted 3   reference 3" in lines
+    text = summary(results)
+    assert "scenes: 2   required onsets: 3" in text
+    assert "      24: 0.667 / 0.667   (1 clips)" in text
+    assert "fired events heard in their render: 100% of 6; render offset (median): +2.0 ms" in text
+    assert "clips with onsets before the first contact: 1 of 3" in text
+    assert "spurious onsets per minute: rendered 240.00, fired 480.00" in text
+    assert "cuts voiced: 1 of 1" in text

@@ -78,8 +78,18 @@ def test_a_static_clip_stays_quiet(real_engine, tmp_path: Path) -> None:
         for _ in range(90):
             out.mux(stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")))
         out.mux(stream.encode())
-    real_engine.render(path, tmp_path / "still.wav", RenderOptions(format="wav"))
+    result = real_engine.render(path, tmp_path / "still.wav", RenderOptions(format="wav"))
+    assert result.events_s == ()
     with av.open(str(tmp_path / "still.wav")) as container:
         audio = np.concatenate([f.to_ndarray().reshape(-1) for f in container.decode(audio=0)])
     rms = np.sqrt(np.mean((audio / 32768.0) ** 2))
     assert rms < 10 ** (-50 / 20)
+
+
+def test_the_render_reports_the_contact_events_it_fired(real_engine, tmp_path: Path) -> None:
+    sample = Path(__file__).parents[2] / "samples" / "sample.mp4"
+    result = real_engine.render(sample, tmp_path / "sample.wav", RenderOptions(format="wav"))
+    events = np.asarray(result.events_s)
+    assert len(events) >= 1
+    assert np.all(np.diff(events) > 0)
+    assert events[0] >= 0 and events[-1] < result.duration_s

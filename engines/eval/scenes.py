@@ -1,0 +1,218 @@
+"""The evaluation clips: simulated scenes encoded as real videos, with what they are scored on.
+
+Two kinds of clip:
+- scenes of the fresh (training distribution, unseen seeds) or held-out (cameras, shapes and
+  sizes never trained on) sets, at one of `FRAME_RATES` (variable frame rate included);
+- controls, where nothing should sound but a contact: a static scene under a still camera
+  ("static"), the same filmed by a moving camera ("camera"), an object in free flight
+  ("freefall") and two scenes spliced by a shot cut ("cut").
+
+Each clip comes with its ground-truth track and its `Reference` (engines.eval.reference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from engines.audio.render import synthesize
+from engines.data.clips import NTSC, encode_frames, variable_frame_times
+from engines.eval.onsets import Reference
+from engines.eval.reference import contacts, required_reference
+from engines.sim import SimClip, scene_from_seed, simulate
+from engines.sim.scene import SceneSpec
+
+# Label -> (nominal rate, variable): every rate a user's footage commonly has.
+FRAME_RATES: dict[str, tuple[Fraction, bool]] = {
+    "24": (Fraction(24), False),
+    "25": (Fraction(25), False),
+    "29.97": (NTSC["29.97"], False),
+    "30": (Fraction(30), False),
+    "50": (Fraction(50), False),
+    "60": (Fraction(60), False),
+    "vfr": (Fraction(30), True),
+}
+CONTROL_KINDS: tuple[str, ...] = ("static", "camera", "freefall", "cut")
+CUT_SCENE_KINDS: tuple[str, ...] = ("drop", "roll", "multi", "slide")
+SAMPLE_RATE = 48000
+
+
+@dataclass(frozen=True)
+class EvalClip:
+    """A video to render and what its render is scored against.
+
+    truth: the ground-truth track (SAMPLE_RATE), from the first frame on.
+    reference: the required and don't-care onsets.
+    contacts_s: every simulated contact time (sorted), for "no sound before the first contact".
+    cut_s: where the shot cut is, for "cut" clips.
+    """
+
+    name: str
+    kind: str  # the scene kind, or the control kind
+    rate: str  # a FRAME_RATES label
+    video: Path
+    truth: np.ndarray
+    reference: Reference
+    contacts_s: np.ndarray
+    duration_s: float
+    control: bool = False
+    cut_s: float | None = None
+
+
+def scene_clip(
+    seed: int,
+    rate: str,
+    workdir: Path,
+    *,
+    holdout: bool,
+    duration_s: float,
+    size: tuple[int, int],
+    kind: str | None = None,
+) -> EvalClip:
+    """The scene of `seed` (of the fresh or held-out set) filmed at `rate`."""
+    spec = scene_from_seed(seed, kind=kind, holdout=holdout)
+    clip = film(spec, seed, rate, duration_s, size, workdir / f"scene_{seed}.mp4")
+    return _scored(f"scene {seed}", spec.kind, rate, clip, seed, workdir / f"scene_{seed}.mp4")
+
+
+def control_clip(
+    kind: str,
+    seed: int,
+    rate: str,
+    workdir: Path,
+    *,
+    holdout: bool,
+    duration_s: float,
+    size: tuple[int, int],
+) -> EvalClip:
+    """A control clip of `kind` (CONTROL_KINDS) from `seed`."""
+    video = workdir / f"{kind}_{seed}.mp4"
+    name = f"{kind} {seed}"
+    if kind == "cut":
+        return _cut_clip(name, seed, rate, video, holdout, duration_s, size)
+    scene_kind = "freefall" if kind == "freefall" else "static"
+    spec = scene_from_seed(seed, kind=scene_kind, holdout=holdout)
+    if kind in ("static", "camera"):
+        rng = np.random.default_rng([seed, 29])
+        moving = kind == "camera"
+        yaw_rate = float(rng.choice([-1, 1]) * rng.uniform(6, 15)) if moving else 0.0
+        dolly = float(rng.uniform(-0.06, 0.06)) * spec.camera.distance if moving else 0.0
+        camera = replace(spec.camera, yaw_rate_dps=yaw_rate, distance_rate_mps=dolly)
+        spec = replace(spec, camera=camera)
+    clip = film(spec, seed, rate, duration_s, size, video)
+    return replace(_scored(name, kind, rate, clip, seed, video), control=True)
+
+
+def film(
+    spec: SceneSpec,
+    seed: int,
+    rate: str,
+    duration_s: float,
+    size: tuple[int, int],
+    video: Path | None,
+) -> SimClip:
+    """Simulate `spec` at `rate` and, where `video` is given, encode it there (H.264)."""
+    fps, variable = FRAME_RATES[rate]
+    times = variable_frame_times(duration_s, fps, seed) if variable else None
+    clip = simulate(
+        spec, duration_s=duration_s, fps=fps, width=size[0], height=size[1], frame_times=times
+    )
+    if video is not None:
+        encode_frames(video, clip.frames, fps, times=times)
+    return clip
+
+
+def _scored(name: str, kind: str, rate: str, clip: SimClip, seed: int, video: Path) -> EvalClip:
+    return EvalClip(
+        name=name,
+        kind=kind,
+        rate=rate,
+        video=video,
+        truth=synthesize(clip, sample_rate=SAMPLE_RATE, seed=seed),
+        reference=required_reference(clip, sample_rate=SAMPLE_RATE, seed=seed),
+        contacts_s=contact_times(clip),
+        duration_s=clip.duration_s,
+    )
+
+
+def contact_times(clip: SimClip) -> np.ndarray:
+    return np.asarray([c.time_s for c in contacts(clip)], float)
+
+
+def _cut_clip(
+    name: str,
+    seed: int,
+    rate: str,
+    video: Path,
+    holdout: bool,
+    duration_s: float,
+    size: tuple[int, int],
+) -> EvalClip:
+    """Two scenes of the set spliced at the frame nearest the middle: the first scene's frames
+    up to the cut, then the second's from its own start. Frame times stay those of one
+    recording (the second scene's are shifted to follow on)."""
+    rng = np.random.default_rng([seed, 31])
+    kinds = [CUT_SCENE_KINDS[int(i)] for i in rng.integers(len(CUT_SCENE_KINDS), size=2)]
+    first = film(
+        scene_from_seed(seed, kind=kinds[0], holdout=holdout), seed, rate, duration_s, size, None
+    )
+    n_cut = int(np.searchsorted(first.times_s, duration_s / 2))
+    cut_s = float(first.times_s[n_cut])
+    second_seed = seed + 7919
+    second = film(
+        scene_from_seed(second_seed, kind=kinds[1], holdout=holdout),
+        second_seed,
+        rate,
+        duration_s - cut_s,
+        size,
+        None,
+    )
+    head = truncated(first, n_cut)
+    frames = np.concatenate([head.frames, second.frames])
+    fps, variable = FRAME_RATES[rate]
+    times = None
+    if variable:
+        shift = Fraction(round(cut_s * 90000), 90000)
+        own = [Fraction(round(t * 90000), 90000) for t in first.times_s[:n_cut]]
+        times = own + [shift + Fraction(round(t * 90000), 90000) for t in second.times_s]
+    encode_frames(video, frames, fps, times=times)
+    n_cut_samples = round(cut_s * SAMPLE_RATE)
+    truth = np.concatenate(
+        [
+            synthesize(first, sample_rate=SAMPLE_RATE, seed=seed)[:n_cut_samples],
+            synthesize(second, sample_rate=SAMPLE_RATE, seed=second_seed),
+        ]
+    )
+    a = required_reference(head, sample_rate=SAMPLE_RATE, seed=seed)
+    b = required_reference(second, sample_rate=SAMPLE_RATE, seed=second_seed)
+    return EvalClip(
+        name=name,
+        kind="cut",
+        rate=rate,
+        video=video,
+        truth=truth,
+        reference=Reference(
+            np.concatenate([a.required, b.required + cut_s]),
+            np.concatenate([a.dont_care, b.dont_care + cut_s]),
+        ),
+        contacts_s=np.concatenate([contact_times(head), contact_times(second) + cut_s]),
+        duration_s=cut_s + second.duration_s,
+        control=True,
+        cut_s=cut_s,
+    )
+
+
+def truncated(clip: SimClip, frames: int) -> SimClip:
+    """The clip's first `frames` frames and what happens before the next one would show."""
+    end = float(clip.times_s[frames]) if frames < len(clip.times_s) else clip.duration_s
+    return replace(
+        clip,
+        frames=clip.frames[:frames],
+        times_s=clip.times_s[:frames],
+        screen_xy=clip.screen_xy[:frames],
+        duration_s=end,
+        impacts=[i for i in clip.impacts if i.time_s < end],
+    )
