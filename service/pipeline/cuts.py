@@ -1,0 +1,56 @@
+"""Shot cuts: where the picture jumps to another scene, so no motion continues across it.
+
+A cut is a frame where the picture's colours and its layout together change more than a camera
+or an object can change them between two frames: the change of the colour histogram over
+HISTOGRAM_JUMP plus that of a grey thumbnail over THUMBNAIL_JUMP exceeds 1. A camera that pans
+or dollies keeps the scene's colours and moves the thumbnail little between two frames; an
+object that moves changes few pixels. The classic pair of cues of shot-boundary detection,
+cheap enough to run on every frame. On simulated scenes filmed by a moving camera (15
+degrees/s, 24 fps) the score stays under 0.2, on the real footage in engines/eval/footage under
+0.35 away from its one cut; across cuts between simulated scenes it is 1.3 or more.
+
+One CutDetector per stream; not thread-safe.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+BINS = 4  # per channel: 64 colour bins
+HISTOGRAM_JUMP = 0.15  # total variation distance between consecutive frames' histograms
+THUMBNAIL_JUMP = 0.1  # mean absolute difference of 16x9 grey thumbnails, in [0, 1]
+THUMBNAIL = (9, 16)
+
+
+def histogram(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 -> (BINS**3,) colour histogram summing to 1."""
+    q = (rgb // (256 // BINS)).astype(np.int64)
+    index = (q[..., 0] * BINS + q[..., 1]) * BINS + q[..., 2]
+    counts = np.bincount(index.reshape(-1), minlength=BINS**3).astype(np.float64)
+    return counts / counts.sum()
+
+
+def thumbnail(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 -> THUMBNAIL grey picture in [0, 1], by block means."""
+    grey = rgb.astype(np.float32).mean(axis=-1) / 255.0
+    h, w = grey.shape
+    rows = np.linspace(0, h, THUMBNAIL[0] + 1).astype(int)
+    cols = np.linspace(0, w, THUMBNAIL[1] + 1).astype(int)
+    return np.add.reduceat(np.add.reduceat(grey, rows[:-1], axis=0), cols[:-1], axis=1) / (
+        np.diff(rows)[:, None] * np.diff(cols)[None, :]
+    )
+
+
+class CutDetector:
+    def __init__(self) -> None:
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+
+    def push(self, rgb: np.ndarray) -> bool:
+        """Whether this frame (H, W, 3) uint8 starts a new shot (never the first frame)."""
+        now = (histogram(rgb), thumbnail(rgb))
+        last, self._last = self._last, now
+        if last is None:
+            return False
+        colours = 0.5 * float(np.abs(now[0] - last[0]).sum())
+        layout = float(np.abs(now[1] - last[1]).mean())
+        return colours / HISTOGRAM_JUMP + layout / THUMBNAIL_JUMP > 1.0

@@ -1,0 +1,114 @@
+"""Objects followed from frame to frame: the localiser's detections joined into tracks.
+
+    tracker = Tracker()
+    for time_s, detections in frames:
+        tracks = tracker.update(time_s, detections)   # the live tracks after this frame
+
+Each frame's detections (engines.models.localiser.peaks, thresholded) are assigned to the live
+tracks greedily, nearest first, against where each track's last two positions predict it at
+the frame's time (constant velocity over the interval, which the frame rate sets: native frame
+times, not a fixed rate). A detection further than the gate from every prediction starts a
+track; a track unseen for MAX_MISSED frames ends. `reset` forgets every track (a shot cut: the
+next picture is another scene, and no motion continues across it).
+
+Deterministic and per stream: one Tracker per stream, not thread-safe.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+MAX_MISSED = 2
+MIN_START_SCORE = 0.5  # a new track needs a confident detection; a continuing one less
+MIN_SCORE = 0.3
+GATE_RADII = 3.0  # how far from its prediction a detection may be, in the object's radii
+GATE_MIN_PX = 4.0
+
+
+@dataclass(frozen=True)
+class Detections:
+    """One frame's candidates: score (K,), xy (K, 2) model pixels, radius (K,) model pixels,
+    materials (K, M) probabilities."""
+
+    score: np.ndarray
+    xy: np.ndarray
+    radius: np.ndarray
+    materials: np.ndarray
+
+
+@dataclass
+class Track:
+    """One object's path: its observations in time order (only frames where it was seen)."""
+
+    id: int
+    times_s: list[float] = field(default_factory=list)
+    xy: list[np.ndarray] = field(default_factory=list)
+    radius: list[float] = field(default_factory=list)
+    materials: list[np.ndarray] = field(default_factory=list)
+    missed: int = 0
+
+    def predict(self, time_s: float) -> np.ndarray:
+        if len(self.xy) < 2:
+            return self.xy[-1]
+        dt = self.times_s[-1] - self.times_s[-2]
+        velocity = (self.xy[-1] - self.xy[-2]) / dt
+        return self.xy[-1] + velocity * (time_s - self.times_s[-1])
+
+    def gate(self) -> float:
+        """How far from its prediction a detection may be: more when it moves fast (its
+        prediction is rougher) and when it was not seen for a while."""
+        speed = 0.0
+        if len(self.xy) >= 2:
+            step = np.linalg.norm(self.xy[-1] - self.xy[-2])
+            speed = float(step) * 0.5
+        return max(GATE_MIN_PX, GATE_RADII * self.radius[-1]) + speed * (1 + self.missed)
+
+    def observe(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
+        self.times_s.append(time_s)
+        self.xy.append(np.asarray(xy, np.float64))
+        self.radius.append(float(radius))
+        self.materials.append(np.asarray(materials, np.float64))
+        self.missed = 0
+
+
+class Tracker:
+    def __init__(self, max_tracks: int = 6) -> None:
+        self.max_tracks = max_tracks
+        self.tracks: list[Track] = []
+        self._next_id = 0
+
+    def reset(self) -> None:
+        self.tracks = []
+
+    def update(self, time_s: float, found: Detections) -> list[Track]:
+        """Join this frame's detections to the tracks; returns the live tracks."""
+        keep = found.score >= MIN_SCORE
+        xy, radius = found.xy[keep], found.radius[keep]
+        score, materials = found.score[keep], found.materials[keep]
+        pairs = sorted(
+            (float(np.linalg.norm(xy[d] - track.predict(time_s))), t, d)
+            for t, track in enumerate(self.tracks)
+            for d in range(len(xy))
+        )
+        used_t: set[int] = set()
+        used_d: set[int] = set()
+        for distance, t, d in pairs:
+            if t in used_t or d in used_d or distance > self.tracks[t].gate():
+                continue
+            used_t.add(t)
+            used_d.add(d)
+            self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
+        for t, track in enumerate(self.tracks):
+            if t not in used_t:
+                track.missed += 1
+        self.tracks = [t for t in self.tracks if t.missed <= MAX_MISSED]
+        for d in np.argsort(-score):
+            if d in used_d or score[d] < MIN_START_SCORE or len(self.tracks) >= self.max_tracks:
+                continue
+            track = Track(self._next_id)
+            self._next_id += 1
+            track.observe(time_s, xy[d], radius[d], materials[d])
+            self.tracks.append(track)
+        return self.tracks

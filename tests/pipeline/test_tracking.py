@@ -1,0 +1,54 @@
+"""Tracks from detections: objects keep their identity across frames, crossings and gaps, and a
+reset forgets them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from service.pipeline.tracking import Detections, Tracker
+
+
+def _found(*objects: tuple[float, float], score: float = 0.9, radius: float = 3.0) -> Detections:
+    n = len(objects)
+    return Detections(
+        score=np.full(n, score),
+        xy=np.asarray(objects, float).reshape(n, 2),
+        radius=np.full(n, radius),
+        materials=np.full((n, 7), 1 / 7),
+    )
+
+
+def test_two_objects_keep_their_tracks_through_a_near_pass_at_any_frame_rate() -> None:
+    for fps in (24.0, 60.0):
+        tracker = Tracker()
+        for k in range(int(fps)):
+            t = k / fps
+            # One falls fast, the other rolls slowly past it; given in either order.
+            a = (100.0, 10.0 + 400.0 * t * t)
+            b = (80.0 + 30.0 * t, 60.0)
+            tracks = tracker.update(t, _found(a, b) if k % 2 else _found(b, a))
+        assert len(tracks) == 2
+        by_start = sorted(tracks, key=lambda tr: tr.xy[0][1])
+        assert np.allclose(by_start[0].xy[-1], a) and np.allclose(by_start[1].xy[-1], b)
+        assert all(len(tr.times_s) == int(fps) for tr in tracks)
+
+
+def test_a_missed_frame_continues_the_track_and_a_long_gap_ends_it() -> None:
+    tracker = Tracker()
+    tracker.update(0.0, _found((50.0, 50.0)))
+    tracker.update(0.04, _found((52.0, 50.0)))
+    tracker.update(0.08, _found())  # not found once
+    (track,) = tracker.update(0.12, _found((56.0, 50.0)))
+    assert track.id == 0 and len(track.times_s) == 3
+    for k in range(4):
+        tracks = tracker.update(0.16 + 0.04 * k, _found())
+    assert tracks == []
+
+
+def test_weak_detections_start_nothing_and_reset_forgets() -> None:
+    tracker = Tracker()
+    assert tracker.update(0.0, _found((10.0, 10.0), score=0.4)) == []
+    assert len(tracker.update(0.04, _found((10.0, 10.0)))) == 1
+    tracker.reset()
+    (track,) = tracker.update(0.08, _found((11.0, 10.0)))
+    assert track.id == 1 and len(track.times_s) == 1
