@@ -153,8 +153,14 @@ def batches(clips: list[tuple[np.ndarray, FrameTargets]], size: int, rng: np.ran
         for _ in range(size):
             frames, t = clips[int(rng.integers(len(clips)))]
             k = int(rng.integers(len(frames)))
-            cur.append(frames[k])
-            prev.append(frames[max(k - 1, 0)])
+            pair = frames[k], frames[max(k - 1, 0)]
+            if rng.random() < 0.5:  # a mirrored scene is as likely as the scene
+                pair = tuple(f[:, ::-1] for f in pair)
+                t = FrameTargets(
+                    np.stack([WIDTH - t.xy[..., 0], t.xy[..., 1]], axis=-1), t.radius, t.material
+                )
+            cur.append(pair[0])
+            prev.append(pair[1])
             maps.append(targets(t, k, materials))
         yield (
             _tensor(np.stack(cur)),
@@ -219,6 +225,8 @@ def main(argv: list[str] | None = None) -> None:
     args.data.mkdir(parents=True, exist_ok=True)
     args.out.mkdir(parents=True, exist_ok=True)
     train = [cached_clip(args.data, s, False) for s in range(args.clips)]
+    if args.steps == 0:
+        return  # the data only
     held = [cached_clip(args.data, HOLDOUT_SEED + s, True) for s in range(args.eval_clips)]
     log.info("data: %d clips, %d frames", len(train), sum(len(f) for f, _ in train))
     model = Localiser(materials=len(OBJECT_MATERIALS))

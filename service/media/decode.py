@@ -75,11 +75,20 @@ def warm_up() -> None:
 
 
 def open_video(
-    path: Path, *, width: int, height: int, limits: DecodeLimits, batch_size: int = BATCH_FRAMES
+    path: Path,
+    *,
+    width: int,
+    height: int,
+    limits: DecodeLimits,
+    batch_size: int = BATCH_FRAMES,
+    letterbox: bool = False,
 ) -> DecodeStream:
-    """Start decoding `path`; `info` is checked and available when this returns."""
+    """Start decoding `path`; `info` is checked and available when this returns. Frames come
+    out at width x height, stretched, or `letterbox`ed (their display shape kept)."""
     _check_file(path)
-    job = DecodeJob(str(path), width, height, limits, batch_size, decode_frames=True)
+    job = DecodeJob(
+        str(path), width, height, limits, batch_size, decode_frames=True, letterbox=letterbox
+    )
     return _start(job)
 
 

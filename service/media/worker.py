@@ -41,6 +41,7 @@ class DecodeJob:
     limits: DecodeLimits
     batch_size: int
     decode_frames: bool  # False: header checks only (probe)
+    letterbox: bool = False  # keep the picture's display shape (FrameScaler)
     fault: str | None = None  # test hook only: "crash" or "hang" right after the info message
 
 
@@ -95,7 +96,12 @@ def _decode(
     step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30
     pts = np.empty(job.batch_size, np.float64)
     rgb = np.empty((job.batch_size, job.height, job.width, 3), np.uint8)
-    scale = FrameScaler(job.width, job.height)
+    scale = FrameScaler(
+        job.width,
+        job.height,
+        letterbox=job.letterbox,
+        sample_aspect=stream.codec_context.sample_aspect_ratio,
+    )
     k = frames = 0
     first = last = end_s = math.nan
     for frame in container.decode(stream):

@@ -40,7 +40,8 @@ class Detections:
 
 @dataclass
 class Track:
-    """One object's path: its observations in time order (only frames where it was seen)."""
+    """One object's path: a row per frame since it was first seen, in time order; xy is NaN
+    (and radius, materials repeat the last seen) in frames where it was not found."""
 
     id: int
     times_s: list[float] = field(default_factory=list)
@@ -48,38 +49,56 @@ class Track:
     radius: list[float] = field(default_factory=list)
     materials: list[np.ndarray] = field(default_factory=list)
     missed: int = 0
+    _seen: list[int] = field(default_factory=list)  # rows where it was found
 
     def predict(self, time_s: float) -> np.ndarray:
-        if len(self.xy) < 2:
-            return self.xy[-1]
-        dt = self.times_s[-1] - self.times_s[-2]
-        velocity = (self.xy[-1] - self.xy[-2]) / dt
-        return self.xy[-1] + velocity * (time_s - self.times_s[-1])
+        last = self._seen[-1]
+        if len(self._seen) < 2:
+            return self.xy[last]
+        before = self._seen[-2]
+        dt = self.times_s[last] - self.times_s[before]
+        velocity = (self.xy[last] - self.xy[before]) / dt
+        return self.xy[last] + velocity * (time_s - self.times_s[last])
 
     def gate(self) -> float:
         """How far from its prediction a detection may be: more when it moves fast (its
         prediction is rougher) and when it was not seen for a while."""
         speed = 0.0
-        if len(self.xy) >= 2:
-            step = np.linalg.norm(self.xy[-1] - self.xy[-2])
-            speed = float(step) * 0.5
+        if len(self._seen) >= 2:
+            a, b = self._seen[-2:]
+            speed = 0.5 * float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
         return max(GATE_MIN_PX, GATE_RADII * self.radius[-1]) + speed * (1 + self.missed)
 
     def observe(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
-        self.times_s.append(time_s)
-        self.xy.append(np.asarray(xy, np.float64))
-        self.radius.append(float(radius))
-        self.materials.append(np.asarray(materials, np.float64))
+        self._seen.append(len(self.times_s))
+        self._append(time_s, np.asarray(xy, np.float64), float(radius), materials)
         self.missed = 0
+
+    def miss(self, time_s: float) -> None:
+        self._append(time_s, np.full(2, np.nan), self.radius[-1], self.materials[-1])
+        self.missed += 1
+
+    def _append(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
+        self.times_s.append(time_s)
+        self.xy.append(xy)
+        self.radius.append(radius)
+        self.materials.append(np.asarray(materials, np.float64))
+
+    @property
+    def seen(self) -> int:
+        """Frames where it was found."""
+        return len(self._seen)
 
 
 class Tracker:
     def __init__(self, max_tracks: int = 6) -> None:
         self.max_tracks = max_tracks
         self.tracks: list[Track] = []
+        self.ended: list[Track] = []  # tracks that ended, for offline use; the caller may clear
         self._next_id = 0
 
     def reset(self) -> None:
+        self.ended += self.tracks
         self.tracks = []
 
     def update(self, time_s: float, found: Detections) -> list[Track]:
@@ -102,7 +121,8 @@ class Tracker:
             self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
         for t, track in enumerate(self.tracks):
             if t not in used_t:
-                track.missed += 1
+                track.miss(time_s)
+        self.ended += [t for t in self.tracks if t.missed > MAX_MISSED]
         self.tracks = [t for t in self.tracks if t.missed <= MAX_MISSED]
         for d in np.argsort(-score):
             if d in used_d or score[d] < MIN_START_SCORE or len(self.tracks) >= self.max_tracks:

@@ -30,7 +30,7 @@ def test_two_objects_keep_their_tracks_through_a_near_pass_at_any_frame_rate() -
         assert len(tracks) == 2
         by_start = sorted(tracks, key=lambda tr: tr.xy[0][1])
         assert np.allclose(by_start[0].xy[-1], a) and np.allclose(by_start[1].xy[-1], b)
-        assert all(len(tr.times_s) == int(fps) for tr in tracks)
+        assert all(tr.seen == len(tr.times_s) == int(fps) for tr in tracks)
 
 
 def test_a_missed_frame_continues_the_track_and_a_long_gap_ends_it() -> None:
@@ -39,10 +39,11 @@ def test_a_missed_frame_continues_the_track_and_a_long_gap_ends_it() -> None:
     tracker.update(0.04, _found((52.0, 50.0)))
     tracker.update(0.08, _found())  # not found once
     (track,) = tracker.update(0.12, _found((56.0, 50.0)))
-    assert track.id == 0 and len(track.times_s) == 3
+    assert track.id == 0 and track.seen == 3 and len(track.times_s) == 4
+    assert np.isnan(track.xy[2]).all()
     for k in range(4):
         tracks = tracker.update(0.16 + 0.04 * k, _found())
-    assert tracks == []
+    assert tracks == [] and tracker.ended == [track]
 
 
 def test_weak_detections_start_nothing_and_reset_forgets() -> None:
@@ -51,4 +52,4 @@ def test_weak_detections_start_nothing_and_reset_forgets() -> None:
     assert len(tracker.update(0.04, _found((10.0, 10.0)))) == 1
     tracker.reset()
     (track,) = tracker.update(0.08, _found((11.0, 10.0)))
-    assert track.id == 1 and len(track.times_s) == 1
+    assert track.id == 1 and len(track.times_s) == 1 and len(tracker.ended) == 1
