@@ -31,8 +31,9 @@ PREFIX = "stage."  # onnx_export wraps each stage as `_Streaming.stage`
 
 
 def tier_config(tier: Path) -> ModelConfig:
-    model = json.loads((tier / "config.json").read_text())["model"]
-    return ModelConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in model.items()})
+    """The ModelConfig in the tier's config.json (`model`); retired study options, if written
+    there at 0, are dropped (ModelConfig.from_dict)."""
+    return ModelConfig.from_dict(json.loads((tier / "config.json").read_text())["model"])
 
 
 def stage_weights(graph: Path, expected: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

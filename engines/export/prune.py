@@ -57,8 +57,6 @@ def prune_block(block: ConvNeXtBlock, kept: int) -> ConvNeXtBlock:
 def prune_encoder(encoder: VisualEncoder, keep: float) -> tuple[VisualEncoder, tuple[int, ...]]:
     """The encoder with the `keep` share of each layer's channels that matter most (a new
     module), and its channel widths."""
-    if encoder.glimpses:
-        raise ValueError("pruning an encoder with glimpses is not supported: prune without them")
     convs = [encoder.stem, *(m for m in encoder.cnn if isinstance(m, nn.Conv2d))]
     widths = [conv.out_channels for conv in convs]
     places = encoder.proj.in_features // widths[-1]

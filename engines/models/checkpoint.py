@@ -29,7 +29,7 @@ STAGES = ("encoder", "generator", "vocoder")
 
 
 def checkpoint_config(path: Path) -> ModelConfig:
-    return ModelConfig(**torch.load(path, map_location="cpu", weights_only=True)["config"])
+    return ModelConfig.from_dict(torch.load(path, map_location="cpu", weights_only=True)["config"])
 
 
 def load_checkpoint(path: Path) -> tuple[ModelConfig, nn.Module, nn.Module, nn.Module]:
@@ -42,6 +42,6 @@ def load_checkpoint(path: Path) -> tuple[ModelConfig, nn.Module, nn.Module, nn.M
 def load_stage(path: Path, name: str) -> nn.Module:
     """One stage of a checkpoint, in eval mode (e.g. to reuse a trained vocoder)."""
     state = torch.load(path, map_location="cpu", weights_only=True)
-    module = ModelConfig(**state["config"]).build()[STAGES.index(name)]
+    module = ModelConfig.from_dict(state["config"]).build()[STAGES.index(name)]
     module.load_state_dict(state[name])
     return module.eval()

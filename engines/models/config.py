@@ -3,11 +3,17 @@ tier's config.json, which is the only place the service reads them from."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, fields, replace
 
 from engines.models.encoder import VisualEncoder
 from engines.models.generator import Generator
 from engines.models.vocoder import Vocoder
+
+# Fields of study options that were tried and not kept (docs/experiments.md). Configs written
+# before they left (a tier's config.json, a checkpoint) may still carry them, at 0 (off): such a
+# config loads as the model it describes; one with an option on describes a model this code no
+# longer builds, and is refused.
+RETIRED_FIELDS = ("encoder_glimpses", "encoder_materials", "encoder_keypoints")
 
 
 @dataclass(frozen=True)
@@ -27,12 +33,6 @@ class ModelConfig:
     feature_dim: int = 96
     # The visual encoder's widths: its patch embedding, then one stride-2 convolution each.
     encoder_channels: tuple[int, ...] = (24, 32, 48, 64)
-    # Attention pools over the encoder's patch grid (VisualEncoder); 0 = none.
-    encoder_glimpses: int = 0
-    # Materials the glimpses name in each frame (VisualEncoder, engines.train.material); 0 = none.
-    encoder_materials: int = 0
-    # Soft arg-max keypoints over the encoder's patch grid (VisualEncoder); 0 = none.
-    encoder_keypoints: int = 0
     generator_dim: int = 128
     # Video frames the generator sees past the one it renders: latency for a live stream.
     generator_lookahead: int = 1
@@ -53,9 +53,6 @@ class ModelConfig:
             width=self.width,
             dim=self.feature_dim,
             channels=tuple(self.encoder_channels),
-            glimpses=self.encoder_glimpses,
-            materials=self.encoder_materials,
-            keypoints=self.encoder_keypoints,
         )
         generator = Generator(
             feature_dim=self.feature_dim,
@@ -87,3 +84,20 @@ class ModelConfig:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> ModelConfig:
+        """The inverse of `to_dict`, also for a dict read back from JSON (lists for tuples) and
+        for one written with the retired fields (RETIRED_FIELDS) off."""
+        values = dict(values)
+        for name in RETIRED_FIELDS:
+            if values.pop(name, 0):
+                raise ValueError(
+                    f"the model was built with {name} on, a study option this code no longer "
+                    "builds (docs/experiments.md)"
+                )
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model config fields: {', '.join(unknown)}")
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})

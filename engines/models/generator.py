@@ -213,19 +213,6 @@ class Generator(nn.Module):
         mel = torch.log(power + self.log_floor)
         return mel.transpose(1, 2), onset, events
 
-    def event_decays(
-        self, x: torch.Tensor, batch_index: torch.Tensor, frame_index: torch.Tensor, frames: int
-    ) -> torch.Tensor:
-        """How events fired at acoustic frames (batch_index, frame_index) of the acoustic-rate
-        trunk `x` would ring down: per band, the log of the emitted power over their first
-        `frames` frames relative to the first (which is 0). (E, frames, n_mels)."""
-        b, _, m = x.shape
-        logits = self.event_decay(x).reshape(b, self.n_mels, -1, m)
-        mix = torch.softmax(logits, dim=2)[batch_index, :, :, frame_index]  # (E, n_mels, decays)
-        decays = mix.shape[-1]
-        kernel = self.decay_kernel[:decays, 0].flip(-1)[:, :frames]  # (decays, frames)
-        return torch.log(mix @ kernel).transpose(1, 2)
-
     # --- streaming ---------------------------------------------------------------------------
 
     def initial_state(self, batch: int = 1) -> dict[str, torch.Tensor]:

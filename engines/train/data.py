@@ -16,7 +16,6 @@ from engines.data.dataset import load_clip as read_clip
 from engines.eval.reference import audible, motion_starts
 from engines.models.config import ModelConfig
 from engines.models.mel import LogMel
-from engines.train.material import impact_materials
 from service.pipeline.preprocess import resample_clip
 
 log = logging.getLogger(__name__)
@@ -29,30 +28,16 @@ class TrainClip:
     mel: torch.Tensor  # (T * R, n_mels) float32
     onset: torch.Tensor  # (T * R,) float32 in {0, 1}
     audio: torch.Tensor  # (T * samples_per_frame,) float32
-    # (T, O, 2) float32: the objects' centres in the source frame each model frame shows, in
-    # normalised device coordinates (NaN behind the camera); see engines.train.motion.
-    screen: torch.Tensor
     # (T * R, n_mels) float32: the log-mel of the impacts that start in each acoustic frame,
     # each heard alone (without what rings before it), on their first frames; NaN in frames
     # where no impact starts. What an event fired there should emit.
     impact_level: torch.Tensor | None  # None unless asked for
     heard: np.ndarray  # the contacts heard in the track (s): the sync metric's reference onsets
-    # How each impact group's own sound (alone: no track, no other impact) rings down: the
-    # acoustic frames where groups start (E,) int64, and their log-mel over that frame and the
-    # DECAY_FRAMES - 1 after it (E, DECAY_FRAMES, n_mels). Filled in with `impact_level`.
-    decay_at: torch.Tensor | None = None
-    decay: torch.Tensor | None = None
-    # (T, 2) int64: per video frame, the object and other material of its strongest impact
-    # (engines.train.material); -1 where none starts.
-    material: torch.Tensor | None = None
 
 
 # With `seen_impacts`, impacts at least this strong are onset targets whether the ground-truth
 # track lets them be heard or not (the rendered track is to mask them or not by their level).
 SEEN_IMPULSE_NS = 0.02
-# Acoustic frames of each impact's ringing that `decay` holds (100 ms): where the materials'
-# decays part (engines.eval.material reads 80 ms).
-DECAY_FRAMES = 12
 
 
 def log_mel(cfg: ModelConfig) -> LogMel:
@@ -97,37 +82,26 @@ def load_clip(
         targets.append(record.impacts["time_s"][record.impacts["impulse_ns"] >= SEEN_IMPULSE_NS])
     index = np.floor(np.concatenate(targets) * cfg.sample_rate / cfg.hop).astype(int)
     onset[index[(index >= 0) & (index < len(onset))]] = 1.0
-    # Model frame j shows the source frame captured age[j] model frames before j / fps.
-    shown = (np.arange(num_frames) - frames.age) / cfg.fps
-    source = np.clip(np.searchsorted(record.times_s, shown - 1e-6), 0, len(record.times_s) - 1)
     audio_t = torch.from_numpy(audio)
     with torch.no_grad():
         target = mel(audio_t[None])[0]
-    level, decay_at, decay = impact_levels(record, cfg, mel, len(onset)) if levels else (None,) * 3
     return TrainClip(
         torch.from_numpy(frames.rgb),
         torch.from_numpy(frames.age),
         target,
         torch.from_numpy(onset),
         audio_t,
-        torch.from_numpy(record.screen_xy[source]),
-        level,
+        impact_levels(record, cfg, mel, len(onset)) if levels else None,
         heard,
-        decay_at,
-        decay,
-        impact_materials(record.impacts, num_frames, 1.0 / cfg.fps, SEEN_IMPULSE_NS),
     )
 
 
-def impact_levels(
-    record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(`TrainClip.impact_level`, `decay_at`, `decay`). The level: each group of impacts
-    starting in one acoustic frame m, re-synthesised exactly as the clip's track was
-    (engines.audio.render), with the slide and roll sound of the track (what is left of the track
-    once all impacts are taken out: the contact noise that starts with many impacts) but without
-    the ringing of earlier impacts. Analysed over a span of frames around m; per band the louder
-    of frames m and m + 1. The decay: the group's sound alone, frames m .. m + DECAY_FRAMES - 1."""
+def impact_levels(record: ClipRecord, cfg: ModelConfig, mel: LogMel, frames: int) -> torch.Tensor:
+    """`TrainClip.impact_level`: each group of impacts starting in one acoustic frame m,
+    re-synthesised exactly as the clip's track was (engines.audio.render), with the slide and
+    roll sound of the track (what is left of the track once all impacts are taken out: the
+    contact noise that starts with many impacts) but without the ringing of earlier impacts.
+    Analysed over a span of frames around m; per band the louder of frames m and m + 1."""
     hop = cfg.hop
     span = 8 * hop  # frames m - 2 .. m + 5; the analysis windows of m and m + 1 lie inside
     pad = 2 * hop
@@ -146,24 +120,17 @@ def impact_levels(
     tracks = np.zeros_like(impacts)
     tracks[pad : pad + len(record.audio)] = record.audio - impacts[pad : pad + len(record.audio)]
     out = torch.full((frames, cfg.n_mels), float("nan"))
-    decay_span = (DECAY_FRAMES + 4) * hop  # frames m - 2 .. m + DECAY_FRAMES + 1
-    decay_at = sorted(groups)
-    decay = torch.empty(len(decay_at), DECAY_FRAMES, cfg.n_mels)
-    for i, m in enumerate(decay_at):
+    for m, members in groups.items():
         first = m * hop  # the buffer's sample 0 is the clip's sample (m - 2) * hop
         buffer = tracks[first : first + span].copy()
-        alone = np.zeros(decay_span)
-        for start, samples in groups[m]:
+        for start, samples in members:
             offset = start - (m - 2) * hop
             n = min(len(samples), span - offset)
             buffer[offset : offset + n] += samples[:n]
-            n = min(len(samples), decay_span - offset)
-            alone[offset : offset + n] += samples[:n]
         with torch.no_grad():
             levels = mel(torch.from_numpy(buffer).float()[None])[0]
-            decay[i] = mel(torch.from_numpy(alone).float()[None])[0, 2 : 2 + DECAY_FRAMES]
         out[m] = levels[2:4].amax(dim=0)
-    return out, torch.tensor(decay_at, dtype=torch.int64), decay
+    return out
 
 
 def load_clips(

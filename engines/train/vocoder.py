@@ -47,9 +47,10 @@ from engines.models.discriminator import (
 )
 from engines.models.mel import LogMel
 from engines.models.teacher import TeacherConfig, TeacherVocoder, load_teacher, save_teacher
+from engines.train.calibration import calibrate_trigger
 from engines.train.data import load_clips, log_mel
 from engines.train.losses import multi_resolution_stft_loss
-from engines.train.train import calibrate_trigger, one_cycle, optimizer_step
+from engines.train.optim import one_cycle, optimizer_step
 
 log = logging.getLogger(__name__)
 
@@ -235,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
             type=Path,
             default=None,
             help="clips (with frames) to recalibrate the onset trigger on with the new vocoder "
-            "(engines.train.train.calibrate_trigger); default: keep the --into checkpoint's",
+            "(engines.train.calibration.calibrate_trigger); default: keep the --into checkpoint's",
         )
     s.add_argument("--dim", type=int, default=128)
     s.add_argument("--hidden", type=int, default=384)

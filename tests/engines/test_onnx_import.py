@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
+from pathlib import Path
 
 import pytest
 import torch
 
 from engines.export.onnx_export import export_tier
-from engines.export.onnx_import import import_tier
-from engines.models.checkpoint import STAGES, save_checkpoint
+from engines.export.onnx_import import import_tier, tier_config
+from engines.models.checkpoint import STAGES, checkpoint_config, save_checkpoint
+from engines.models.config import RETIRED_FIELDS, ModelConfig
 from tests.conftest import TINY_MODEL
 
 
@@ -24,13 +25,10 @@ def trained_like(stages):
     return stages
 
 
-@pytest.mark.parametrize(
-    "cfg", [TINY_MODEL, dataclasses.replace(TINY_MODEL, encoder_keypoints=3)], ids=["", "keypoints"]
-)
-def test_export_then_import_gives_back_every_weight(tmp_path, cfg):
+def test_export_then_import_gives_back_every_weight(tmp_path):
     torch.manual_seed(0)
-    stages = trained_like(cfg.build())
-    source = save_checkpoint(tmp_path / "tiny.pt", cfg, *stages)
+    stages = trained_like(TINY_MODEL.build())
+    source = save_checkpoint(tmp_path / "tiny.pt", TINY_MODEL, *stages)
     export_tier(source, tmp_path / "tier")
 
     back = torch.load(import_tier(tmp_path / "tier", tmp_path / "back.pt"), weights_only=True)
@@ -52,3 +50,30 @@ def test_a_tier_of_another_shape_is_refused(tmp_path):
     (tier / "config.json").write_text(json.dumps(config))
     with pytest.raises(ValueError, match="initializer"):
         import_tier(tier, tmp_path / "back.pt")
+
+
+@pytest.mark.parametrize("tier", ["preview", "export"])
+def test_the_shipped_tiers_import(tmp_path, tier):
+    """`preview`'s config.json still carries the retired study options, at 0; `export`'s does not.
+    Both give back their checkpoint, every weight of the model their config describes."""
+    folder = Path(__file__).resolve().parents[2] / "engines" / "artifacts" / tier
+    model = json.loads((folder / "config.json").read_text())["model"]
+    cfg = tier_config(folder)
+    assert cfg.to_dict() == {k: v for k, v in model.items() if k not in RETIRED_FIELDS} | {
+        "encoder_channels": tuple(model["encoder_channels"])
+    }
+    assert checkpoint_config(import_tier(folder, tmp_path / "back.pt")) == cfg
+
+
+def test_retired_options_load_when_off_and_are_refused_when_on(tmp_path):
+    """A config written while the study options existed (a tier's config.json, a checkpoint)
+    loads if they were off; one with an option on describes a model no longer built."""
+    old = TINY_MODEL.to_dict() | {name: 0 for name in RETIRED_FIELDS}
+    assert ModelConfig.from_dict(old) == TINY_MODEL
+    torch.save({"config": old}, tmp_path / "old.pt")
+    assert checkpoint_config(tmp_path / "old.pt") == TINY_MODEL
+    for name in RETIRED_FIELDS:
+        with pytest.raises(ValueError, match=name):
+            ModelConfig.from_dict(old | {name: 2})
+    with pytest.raises(ValueError, match="unknown"):
+        ModelConfig.from_dict(TINY_MODEL.to_dict() | {"encoder_wings": 2})

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
-import pytest
 import torch
 
 from engines.export.prune import prune
@@ -58,13 +55,6 @@ def test_encoder_pruning_narrows_every_layer_and_keeps_the_contract(tmp_path):
         assert encoder(frames, age).shape == original(frames, age).shape
     state = encoder.initial_state(1)
     assert state["before"].shape[1] == cfg.encoder_channels[0]  # the state narrows too
-
-
-def test_an_encoder_with_glimpses_is_refused_not_pruned_wrongly(tmp_path):
-    cfg = dataclasses.replace(TINY_MODEL, encoder_glimpses=2)
-    source = save_checkpoint(tmp_path / "tiny.pt", cfg, *cfg.build())
-    with pytest.raises(ValueError, match="glimpses"):
-        prune(source, tmp_path / "pruned.pt", keep=1.0, encoder_keep=0.5)
 
 
 def test_keeping_every_encoder_channel_is_the_same_encoder(tmp_path):
