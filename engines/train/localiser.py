@@ -7,7 +7,8 @@ rendered at twice the model size and scaled to it the way the decoder scales a v
 come from the simulator: each object's centre projected into the frame (exact, sub-pixel), its
 apparent radius (its bounding radius projected at its depth) and its material. Frames are cached
 per clip under data/localiser/, the model under --out (both resumable: a stopped run continues).
-Prints the localisation error on held-out scenes at the end.
+Prints the localisation error on held-out scenes at the end. `--init` continues from saved
+weights (engines/artifacts/objects/localiser.pt: 720 clips, 2000 steps) with a fresh schedule.
 """
 
 from __future__ import annotations
@@ -219,6 +220,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=Path("data/localiser"))
     parser.add_argument("--out", type=Path, default=Path("runs/localiser"))
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument(
+        "--init", type=Path, default=None, help="start from these weights (a fresh schedule)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(args.threads)
@@ -234,6 +238,8 @@ def main(argv: list[str] | None = None) -> None:
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.lr, total_steps=args.steps)
     ckpt = args.out / "checkpoint.pt"
     step = 0
+    if args.init is not None and not ckpt.exists():
+        model.load_state_dict(torch.load(args.init)["model"])
     if ckpt.exists():
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
