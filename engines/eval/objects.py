@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from engines.eval.onsets import OnsetScore, combined, score_onsets
-from engines.eval.scenes import CONTROL_KINDS, FRAME_RATES, EvalClip, control_clip, scene_clip
+from engines.eval.scenes import FRAME_RATES, EvalClip, eval_set
 from engines.eval.sync import CONTROL_SEED_OFFSET, HOLDOUT_SEED_BASE
 from engines.models.localiser import Localiser, peaks
 from engines.sim.materials import OBJECT_MATERIALS
@@ -101,26 +101,18 @@ def main(argv: list[str] | None = None) -> None:
     localiser.load_state_dict(torch.load(args.localiser)["model"])
     localiser.eval()
     detector = HeadDetector(load_head(args.head).eval())
-    holdout = args.scenes == "holdout"
-    rates = tuple(FRAME_RATES)
     results: list[tuple[EvalClip, OnsetScore]] = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        kw = {"holdout": holdout, "duration_s": args.duration, "size": (320, 180)}
-        clips = [
-            scene_clip(HOLDOUT_SEED_BASE + i, rates[i % len(rates)], work, **kw)
-            for i in range(args.clips)
-        ] + [
-            control_clip(
-                CONTROL_KINDS[i % 4],
-                HOLDOUT_SEED_BASE + CONTROL_SEED_OFFSET + i,
-                rates[i % len(rates)],
-                work,
-                **kw,
-            )
-            for i in range(args.controls)
-        ]
-        for clip in clips:
+        for clip in eval_set(
+            Path(tmp),
+            clips=args.clips,
+            controls=args.controls,
+            seed=HOLDOUT_SEED_BASE,
+            control_seed=HOLDOUT_SEED_BASE + CONTROL_SEED_OFFSET,
+            holdout=args.scenes == "holdout",
+            duration_s=args.duration,
+            size=(320, 180),
+        ):
             score = score_onsets(fired(localiser, detector, clip.video), clip.reference)
             log.info("%s %s: F1 %.2f", clip.name, clip.rate, score.f1)
             results.append((clip, score))

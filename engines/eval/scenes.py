@@ -12,6 +12,7 @@ Each clip comes with its ground-truth track and its `Reference` (engines.eval.re
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from pathlib import Path
@@ -60,6 +61,28 @@ class EvalClip:
     duration_s: float
     control: bool = False
     cut_s: float | None = None
+
+
+def eval_set(
+    work: Path,
+    *,
+    clips: int,
+    controls: int,
+    seed: int,
+    control_seed: int,
+    holdout: bool,
+    duration_s: float,
+    size: tuple[int, int],
+    rates: tuple[str, ...] = tuple(FRAME_RATES),
+) -> Iterator[EvalClip]:
+    """`clips` scenes from `seed` on and `controls` control clips from `control_seed` on, the
+    frame rates and control kinds taken in turn, made one at a time in `work`."""
+    kw = {"holdout": holdout, "duration_s": duration_s, "size": size}
+    for i in range(clips):
+        yield scene_clip(seed + i, rates[i % len(rates)], work, **kw)
+    for i in range(controls):
+        kind = CONTROL_KINDS[i % len(CONTROL_KINDS)]
+        yield control_clip(kind, control_seed + i, rates[i % len(rates)], work, **kw)
 
 
 def scene_clip(

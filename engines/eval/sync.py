@@ -37,14 +37,7 @@ from engines.eval.onsets import (
     score_onsets,
 )
 from engines.eval.reference import audible
-from engines.eval.scenes import (
-    CONTROL_KINDS,
-    FRAME_RATES,
-    SAMPLE_RATE,
-    EvalClip,
-    control_clip,
-    scene_clip,
-)
+from engines.eval.scenes import CONTROL_KINDS, FRAME_RATES, SAMPLE_RATE, EvalClip, eval_set
 from engines.sim.types import SimClip
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -212,31 +205,19 @@ def evaluate(
 ) -> list[ClipResult]:
     """`clips` scenes and `controls` control clips, the frame rates and control kinds taken in
     turn, each clip simulated, rendered and scored in a temporary folder."""
-    results = []
     with tempfile.TemporaryDirectory() as tmp:
-        work = Path(tmp)
-        for i in range(clips):
-            clip = scene_clip(
-                seed + i,
-                rates[i % len(rates)],
-                work,
-                holdout=holdout,
-                duration_s=duration_s,
-                size=size,
-            )
-            results.append(_logged(render(engine, clip)))
-        for i in range(controls):
-            clip = control_clip(
-                CONTROL_KINDS[i % len(CONTROL_KINDS)],
-                seed + CONTROL_SEED_OFFSET + i,
-                rates[i % len(rates)],
-                work,
-                holdout=holdout,
-                duration_s=duration_s,
-                size=size,
-            )
-            results.append(_logged(render(engine, clip)))
-    return results
+        made = eval_set(
+            Path(tmp),
+            clips=clips,
+            controls=controls,
+            seed=seed,
+            control_seed=seed + CONTROL_SEED_OFFSET,
+            holdout=holdout,
+            duration_s=duration_s,
+            size=size,
+            rates=rates,
+        )
+        return [_logged(render(engine, clip)) for clip in made]
 
 
 def _logged(result: ClipResult) -> ClipResult:
