@@ -50,13 +50,17 @@ class Windows:
 
 
 def windows(
-    times_s: np.ndarray, pixels: np.ndarray, before: int = BEFORE, lookahead: int = LOOKAHEAD
+    times_s: np.ndarray,
+    pixels: np.ndarray,
+    before: int = BEFORE,
+    lookahead: int = LOOKAHEAD,
+    rows: np.ndarray | None = None,
 ) -> Windows:
     """The windows of one track: times (N,), pixels (N, 2) with NaN = not detected ->
-    Windows of K = N - 1 intervals. Frames outside the track are missing. Nothing after frame
-    k+1+lookahead is read (causality)."""
+    Windows of K = N - 1 intervals (or of the intervals `rows` only). Frames outside the track
+    are missing. Nothing after frame k+1+lookahead is read (causality)."""
     n = len(times_s)
-    k = np.arange(n - 1)
+    k = np.arange(n - 1) if rows is None else np.asarray(rows)
     offsets = np.arange(-before + 1, lookahead + 2)
     idx = k[:, None] + offsets[None, :]
     inside = (idx >= 0) & (idx < n)
@@ -73,6 +77,15 @@ def windows(
     valid &= np.isfinite(anchor).all(axis=-1)[:, None]
     xy = np.where(valid[..., None], xy, 0.0)
     return Windows(s, xy, valid, dt, t[k], before, lookahead)
+
+
+def narrowed(w: Windows, before: int) -> Windows:
+    """The same windows with only the last `before` frames before the interval: equal to
+    `windows(..., before, ...)` of the same track, without recomputing them."""
+    if not 1 <= before <= w.before:
+        raise ValueError(f"cannot narrow {w.before} frames to {before}")
+    cut = w.before - before
+    return Windows(w.s[:, cut:], w.xy[:, cut:], w.valid[:, cut:], w.dt, w.t0, before, w.lookahead)
 
 
 @dataclass(frozen=True)
@@ -218,22 +231,31 @@ def geometry_scores(
     return fit.change, w.t0 + fit.u * w.dt
 
 
-def noise_level(times_s: np.ndarray, pixels: np.ndarray, lookahead: int) -> np.ndarray:
-    """Per interval k (N-1,): the median |third difference| (px, the larger coordinate) over
-    the NOISE_FRAMES frames ending at k+1+lookahead: ~3x the position noise on smooth arcs;
-    contacts are rare enough not to move a median. 0 where there is none yet."""
+def noise_level(
+    times_s: np.ndarray, pixels: np.ndarray, lookahead: int, rows: np.ndarray | None = None
+) -> np.ndarray:
+    """Per interval k (N-1,) (or per interval of `rows`): the median |third difference| (px,
+    the larger coordinate) over the NOISE_FRAMES frames ending at k+1+lookahead: ~NOISE_PER_SIGMA
+    times the position noise on smooth arcs; contacts are rare enough not to move a median. 0
+    where there is none yet."""
     n = len(times_s)
+    k = np.arange(n - 1) if rows is None else np.asarray(rows)
     if n < 4:
-        return np.zeros(max(n - 1, 0))
+        return np.zeros(len(k))
     third = np.abs(np.diff(pixels.astype(np.float64), n=3, axis=0)).max(axis=-1)  # (N-3,)
     span = NOISE_FRAMES - 3  # third differences inside NOISE_FRAMES frames
     padded = np.concatenate([np.full(span - 1, np.nan), third])
     rolling = np.lib.stride_tricks.sliding_window_view(padded, span)  # row j ends at third[j]
-    last = np.minimum(np.arange(n - 1) + 1 + lookahead, n - 1) - 3  # newest usable third diff
+    last = np.minimum(k + 1 + lookahead, n - 1) - 3  # newest usable third difference
     rows = rolling[np.clip(last, 0, len(third) - 1)]
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no estimate yet
-        med = np.nanmedian(rows, axis=1)
+    if len(rows) <= 4:  # live use, a row at a time: nanmedian's overhead is most of the cost
+        med = np.array(
+            [np.median(r[np.isfinite(r)]) if np.isfinite(r).any() else 0.0 for r in rows]
+        )
+    else:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: no estimate yet
+            med = np.nanmedian(rows, axis=1)
     return np.where((last >= 0) & np.isfinite(med), med, 0.0)
 
 
@@ -271,10 +293,9 @@ class ArcDetector:
         self, times_s: np.ndarray, pixels: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, Events]:
         n = len(times_s) - 1
-        fits, t0, dt = {}, None, None
-        for b in range(self.min_before, self.before + 1):
-            w = windows(times_s, pixels, b, self.lookahead)
-            fits[b], t0, dt = fit_arcs(w), w.t0, w.dt
+        w = windows(times_s, pixels, self.before, self.lookahead)
+        fits = {b: fit_arcs(narrowed(w, b)) for b in range(self.min_before, self.before + 1)}
+        t0, dt = w.t0, w.dt
         bar = np.maximum(
             self.threshold, self.noise_factor * noise_level(times_s, pixels, self.lookahead)
         )

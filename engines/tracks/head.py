@@ -24,11 +24,12 @@ and its two neighbours, so a neighbour that fires still times the contact). Even
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
+from scipy.special import erf
 from torch import nn
 
 from engines.tracks.events import Events, pick
@@ -37,6 +38,7 @@ from engines.tracks.geometry import (
     NOISE_PER_SIGMA,
     fit_arcs,
     fit_split_arcs,
+    narrowed,
     noise_level,
     windows,
 )
@@ -68,15 +70,18 @@ def slog(x: np.ndarray, scale: float = PX) -> np.ndarray:
     return np.sign(x) * np.log1p(np.abs(x) / scale)
 
 
-def track_features(times_s: np.ndarray, pixels: np.ndarray, config: HeadConfig) -> np.ndarray:
+def track_features(
+    times_s: np.ndarray, pixels: np.ndarray, config: HeadConfig, rows: np.ndarray | None = None
+) -> np.ndarray:
     """One track: times (N,) s, pixels (N, 2) model px (NaN = not detected) -> features
-    (N-1, config.features) float32, row k from frames <= k+1+lookahead only."""
+    (N-1, config.features) float32 (or of the intervals `rows` only), row k from frames
+    <= k+1+lookahead only."""
     la, ctx = config.lookahead, config.context
     n = len(times_s)
     if n < 2:
         return np.zeros((0, config.features), np.float32)
-    w = windows(times_s, pixels, ctx, la)  # (K, W)
-    k = n - 1
+    w = windows(times_s, pixels, ctx, la, rows)  # (K, W)
+    k = len(w.dt)
     # Interval lengths of the window relative to interval k's.
     dt_w = np.diff(w.s, axis=1)  # (K, W-1) in units of dt_k
     both = w.valid[:, 1:] & w.valid[:, :-1]
@@ -90,7 +95,7 @@ def track_features(times_s: np.ndarray, pixels: np.ndarray, config: HeadConfig) 
         slog(dvel).reshape(k, -1),
     ]
     for frames in ARC_FRAMES:
-        fit = fit_arcs(windows(times_s, pixels, frames, la))
+        fit = fit_arcs(narrowed(w, frames))
         parts += [
             slog(fit.change)[:, None],
             np.clip(fit.u_raw, -1.0, 2.0)[:, None],
@@ -98,7 +103,7 @@ def track_features(times_s: np.ndarray, pixels: np.ndarray, config: HeadConfig) 
             fit.ok[:, None].astype(np.float64),
             slog(fit.e).reshape(k, -1),
         ]
-    noise = noise_level(times_s, pixels, la)
+    noise = noise_level(times_s, pixels, la, rows)
     if config.split:
         split = fit_split_arcs(w, noise / NOISE_PER_SIGMA)
         fit = split.fit
@@ -146,6 +151,7 @@ class HeadDetector:
     """A trained head run on tracks."""
 
     head: ContactHead
+    _weights: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def config(self) -> HeadConfig:
@@ -175,14 +181,36 @@ class HeadDetector:
     def latest(self, times_s: np.ndarray, pixels: np.ndarray) -> tuple[float, float]:
         """Live use, once per new frame: (probability, contact time s) of the newest interval
         the lookahead allows, k = N - 2 - lookahead, from the last `history` frames only
-        (the same numbers `scores` gives for it). (0, nan) while there is none."""
+        (the same numbers `scores` gives for it, to float32 rounding; numpy alone: a torch
+        call costs more than the whole head). (0, nan) while there is none."""
         n = len(times_s)
         k = n - 2 - self.config.lookahead
         if k < 0:
             return 0.0, float("nan")
         lo = max(0, n - self.history)
-        prob, when = self.scores(times_s[lo:], pixels[lo:])
-        return float(prob[k - lo]), float(when[k - lo])
+        t, px = times_s[lo:], pixels[lo:]
+        row = np.array([k - lo])
+        logit, u = self._numpy_head(track_features(t, px, self.config, row))
+        dt = t[k - lo + 1] - t[k - lo]
+        return float(1.0 / (1.0 + np.exp(-logit[0]))), float(t[k - lo] + u[0] * dt)
+
+    def _numpy_head(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """ContactHead.forward in numpy."""
+        if self._weights is None:
+            self._weights = {k: v.detach().numpy() for k, v in self.head.state_dict().items()}
+        p = self._weights
+        x = features.astype(np.float32)
+        mean = x.mean(-1, keepdims=True)
+        var = ((x - mean) ** 2).mean(-1, keepdims=True)
+        x = (x - mean) / np.sqrt(var + self.head.norm.eps) * p["norm.weight"] + p["norm.bias"]
+        for i in (0, 2):
+            x = x @ p[f"mlp.{i}.weight"].T + p[f"mlp.{i}.bias"]
+            x = 0.5 * x * (1.0 + erf(x / np.sqrt(2.0)))  # exact GELU, as nn.GELU()
+        out = x @ p["mlp.4.weight"].T + p["mlp.4.bias"]
+        z = out[:, 1]
+        if not self.config.wide_u:
+            return out[:, 0], 1.0 / (1.0 + np.exp(-z))
+        return out[:, 0], 3.0 / (1.0 + np.exp(-z)) - 1.0
 
 
 def save_head(head: ContactHead, path: Path) -> None:
