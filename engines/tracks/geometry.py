@@ -13,6 +13,12 @@ perspective and a moving camera only bend the path smoothly. For interval k = (t
 
 Times inside a window are in units of the interval's own length (s = (t - t_k) / (t_k+1 - t_k)),
 so D comes out in pixels per frame of that interval, the unit a visibility threshold is in.
+
+`ArcDetector` runs this live on a track: arcs never span an earlier detected contact (the track
+is cut into segments at its own events), an interval fires when D clears a threshold that rises
+with the track's measured noise, and a kink fitted at the very end of an interval waits for the
+next one. `fit_split_arcs` is the stateless variant the learned head reads: the window before
+the interval may break at one earlier frame.
 """
 
 from __future__ import annotations
@@ -219,16 +225,6 @@ def fit_split_arcs(w: Windows, noise_px: np.ndarray | None = None, ridge: float 
         ok=ok,
     )
     return SplitFit(fit, np.where(ok, best, 0), rss, rss_all[:, 0])
-
-
-def geometry_scores(
-    times_s: np.ndarray, pixels: np.ndarray, before: int = BEFORE, lookahead: int = LOOKAHEAD
-) -> tuple[np.ndarray, np.ndarray]:
-    """One track -> per interval (N-1,): (score = velocity change in px per frame, contact
-    time in seconds)."""
-    w = windows(times_s, pixels, before, lookahead)
-    fit = fit_arcs(w)
-    return fit.change, w.t0 + fit.u * w.dt
 
 
 def noise_level(
