@@ -137,20 +137,34 @@ def score_onsets(
     """`match_onsets` against the required onsets; an unmatched onset within `tolerance_s` of a
     don't-care contact is `ignored`, every other unmatched one is false."""
     pairs = matched_pairs(predicted, reference.required, tolerance_s)
-    matched = {i for i, _ in pairs}
-    unmatched = np.asarray([p for i, p in enumerate(predicted) if i not in matched], float)
-    near = np.zeros(len(unmatched), bool)
-    if len(unmatched) and len(reference.dont_care):
-        gaps = np.abs(unmatched[:, None] - np.asarray(reference.dont_care)[None, :])
-        near = gaps.min(axis=1) <= tolerance_s
+    false = len(false_onsets(predicted, reference, tolerance_s, pairs=pairs))
     errors = np.asarray([predicted[i] - reference.required[j] for i, j in pairs], float)
     return OnsetScore(
         len(pairs),
-        int((~near).sum()),
+        false,
         len(reference.required) - len(pairs),
         errors,
-        ignored=int(near.sum()),
+        ignored=len(predicted) - len(pairs) - false,
     )
+
+
+def false_onsets(
+    predicted: np.ndarray,
+    reference: Reference,
+    tolerance_s: float = 0.05,
+    *,
+    pairs: list[tuple[int, int]] | None = None,
+) -> np.ndarray:
+    """The onsets `score_onsets` counts false: matching no required onset and further than
+    `tolerance_s` from every don't-care contact. `pairs`: the matching, where already made."""
+    if pairs is None:
+        pairs = matched_pairs(predicted, reference.required, tolerance_s)
+    matched = {i for i, _ in pairs}
+    rest = np.asarray([p for i, p in enumerate(predicted) if i not in matched], float)
+    if len(rest) and len(reference.dont_care):
+        gaps = np.abs(rest[:, None] - np.asarray(reference.dont_care)[None, :])
+        rest = rest[gaps.min(axis=1) > tolerance_s]
+    return rest
 
 
 def matched_pairs(

@@ -32,6 +32,7 @@ from engines.eval.onsets import (
     OnsetScore,
     combined,
     detect_onsets,
+    false_onsets,
     match_onsets,
     matched_pairs,
     score_onsets,
@@ -140,7 +141,7 @@ def score(
     span = (0.0, clip.duration_s if clip.control else 0.0)
     if clip.cut_s is not None:
         span = (clip.cut_s, clip.cut_s + CUT_WINDOW_S)
-    spurious = _in_span(_false_onsets(detected, clip), span)
+    spurious = _in_span(false_onsets(detected, clip.reference, TOLERANCE_S), span)
     return ClipResult(
         name=clip.name,
         kind=clip.kind,
@@ -155,7 +156,7 @@ def score(
         render_offsets_s=np.asarray([detected[i] - events_s[j] for i, j in pairs], float),
         early=int(np.sum(detected < first - TOLERANCE_S)),
         spurious=spurious,
-        spurious_fired=_in_span(_false_onsets(events_s, clip), span),
+        spurious_fired=_in_span(false_onsets(events_s, clip.reference, TOLERANCE_S), span),
         span_s=span[1] - span[0],
         cut_voiced=None if clip.cut_s is None else spurious > 0,
     )
@@ -168,17 +169,6 @@ def _in_span(times: np.ndarray, span: tuple[float, float]) -> int:
 def reference_onsets_of(clip: EvalClip) -> np.ndarray:
     """The contacts heard in the clip's true mix (the masking-fidelity reference)."""
     return audible(clip.contacts_s, clip.truth, SAMPLE_RATE)
-
-
-def _false_onsets(detected: np.ndarray, clip: EvalClip) -> np.ndarray:
-    """The onsets that neither match a required onset nor sit at a don't-care contact."""
-    pairs = matched_pairs(detected, clip.reference.required, TOLERANCE_S)
-    matched = {i for i, _ in pairs}
-    rest = np.asarray([t for i, t in enumerate(detected) if i not in matched], float)
-    if len(rest) and len(clip.reference.dont_care):
-        near = np.abs(rest[:, None] - clip.reference.dont_care[None, :]).min(axis=1)
-        rest = rest[near > TOLERANCE_S]
-    return rest
 
 
 def render(engine: FoleyEngine, clip: EvalClip) -> ClipResult:

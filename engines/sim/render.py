@@ -70,6 +70,12 @@ class SceneRenderer:
             self.spec.camera, self.width / self.height, positions, t, self._client
         )
 
+    def up_axis(self, t: float) -> np.ndarray:
+        """The camera's up direction in the world at time t, (3,): a point moved along it by
+        its distance r projects r * focal / depth higher, its apparent size."""
+        view = np.asarray(_view_matrix(self.spec.camera, t, self._client)).reshape(4, 4).T
+        return view[1, :3]
+
     def render(self, positions: np.ndarray, orientations: np.ndarray, t: float) -> np.ndarray:
         """Objects at `positions` (O, 3) and `orientations` (O, 4 xyzw), camera at time t ->
         (height, width, 3) uint8 RGB."""

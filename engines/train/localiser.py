@@ -37,7 +37,7 @@ from engines.models.localiser import (
 from engines.sim import scene_from_seed
 from engines.sim.materials import OBJECT_MATERIALS
 from engines.sim.physics import PHYSICS_HZ, run_physics
-from engines.sim.render import SceneRenderer, _view_matrix, project_points
+from engines.sim.render import SceneRenderer
 from engines.sim.simulate import pose_at
 from service.media.frames import FrameScaler, rgb_as_decoded
 
@@ -73,18 +73,14 @@ def film_clip(seed: int, holdout: bool = False) -> tuple[np.ndarray, FrameTarget
     radii = np.array([0.5 * o.size_m for o in spec.objects])
     frames, xy, radius = [], [], []
     with SceneRenderer(spec, w, h) as renderer:
-        client = renderer._client
         for t in times:
             positions, orientations = pose_at(trace, t)
             frames.append(
                 rgb_as_decoded(renderer.render(positions, orientations, float(t)), scaler)
             )
-            view = np.asarray(_view_matrix(spec.camera, float(t), client)).reshape(4, 4).T
-            up = view[1, :3]  # the camera's up axis in the world
-            centre = project_points(spec.camera, w / h, positions, float(t), client)
-            rim = project_points(
-                spec.camera, w / h, positions + radii[:, None] * up, float(t), client
-            )
+            up = renderer.up_axis(float(t))
+            centre = renderer.project(positions, float(t))
+            rim = renderer.project(positions + radii[:, None] * up, float(t))
             xy.append(_pixels(centre))
             radius.append(np.linalg.norm(_pixels(rim) - _pixels(centre), axis=-1))
     material = np.array([OBJECT_MATERIALS.index(o.material) for o in spec.objects])
