@@ -25,13 +25,13 @@ from engines.eval.scenes import FRAME_RATES, EvalClip, eval_set
 from engines.eval.sync import CONTROL_SEED_OFFSET, HOLDOUT_SEED_BASE
 from engines.models.localiser import Localiser, peaks
 from engines.sim.materials import OBJECT_MATERIALS
-from engines.tracks.events import merge_tracks, pick
 from engines.tracks.head import HeadDetector, load_head
 from engines.train.localiser import HEIGHT, WIDTH
 from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
-from service.pipeline.cuts import CutDetector
-from service.pipeline.tracking import Detections, Tracker
+from service.pipeline.contacts.cuts import CutDetector
+from service.pipeline.contacts.events import merge_tracks, pick
+from service.pipeline.contacts.tracking import Detections, Tracker
 
 log = logging.getLogger(__name__)
 MIN_TRACK_FRAMES = 4

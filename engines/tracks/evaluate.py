@@ -28,7 +28,7 @@ from engines.tracks.data import (
     reference,
     stable_seed,
 )
-from engines.tracks.events import merge_tracks, pick
+from service.pipeline.contacts.events import merge_tracks, pick
 
 Detector = Callable[[np.ndarray, np.ndarray], np.ndarray]
 EVAL_SEED = 1_000_000  # fresh and held-out scenes (as engines.eval.sync)

@@ -40,9 +40,9 @@ from engines.tracks.evaluate import (
     summary_row,
     total,
 )
-from engines.tracks.events import merge_tracks
 from engines.tracks.geometry import ArcDetector
 from engines.tracks.head import HeadDetector, load_head
+from service.pipeline.contacts.events import merge_tracks
 
 NOISE_PX: tuple[float, ...] = (0.0, 0.1, 0.25, 0.5)
 CONTROLS: tuple[str, ...] = ("static", "camera", "freefall")

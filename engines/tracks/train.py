@@ -46,14 +46,8 @@ from engines.tracks.data import (
     sample_timing,
 )
 from engines.tracks.evaluate import eval_clips, run_scored, score_tracks, summary_row, total
-from engines.tracks.head import (
-    FEATURE_VERSION,
-    ContactHead,
-    HeadConfig,
-    HeadDetector,
-    save_head,
-    track_features,
-)
+from engines.tracks.head import ContactHead, HeadDetector, save_head
+from service.pipeline.contacts.features import FEATURE_VERSION, HeadConfig, track_features
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from engines.eval.footage import DEFAULT_FOOTAGE
 from engines.eval.scenes import film
 from engines.sim import scene_from_seed
 from service.media.frames import FrameScaler, rgb_as_decoded
-from service.pipeline.cuts import CutDetector
+from service.pipeline.contacts.cuts import CutDetector
 
 SCALER = FrameScaler(192, 108)
 

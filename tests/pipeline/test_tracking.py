@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.pipeline.tracking import Detections, Tracker
+from service.pipeline.contacts.tracking import Detections, Tracker
 
 
 def _found(*objects: tuple[float, float], score: float = 0.9, radius: float = 3.0) -> Detections:
