@@ -305,9 +305,13 @@ def main(argv: list[str] | None = None) -> None:
         "fresh: the training distribution with unseen seeds",
     )
     parser.add_argument("--rates", nargs="+", choices=tuple(FRAME_RATES), default=None)
+    parser.add_argument(
+        "--tier", default=None, help="the tier to render with (default: FOLEY_DEFAULT_TIER)"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    engine = FoleyEngine.load(Settings())
+    settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
+    engine = FoleyEngine.load(settings)
     results = evaluate(
         engine,
         clips=args.clips,

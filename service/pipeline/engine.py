@@ -37,9 +37,11 @@ from service.media.audio_out import AudioWriter
 from service.media.decode import DecodeLimits, open_video
 from service.media.mux import FoleyMuxer
 from service.pipeline.backends.base import Backend, create_backend
+from service.pipeline.contacts.synth import ContactSynth
+from service.pipeline.contacts.tier import ContactTier, is_contact_tier, load_contact_tier
 from service.pipeline.contract import TierConfig, load_tier
 from service.pipeline.memo import FeatureCache, WindowMemo
-from service.pipeline.preprocess import FrameResampler, ModelFrames
+from service.pipeline.preprocess import FrameResampler
 from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
 from service.pipeline.types import (
     AUDIO_FORMATS,
@@ -47,14 +49,17 @@ from service.pipeline.types import (
     ProgressFn,
     RenderOptions,
     RenderResult,
+    ReuseStats,
 )
+
+Tier = TierConfig | ContactTier
 
 log = logging.getLogger(__name__)
 
 
 class FoleyEngine:
     def __init__(
-        self, settings: Settings, tier: TierConfig, backend: Backend, cache: Cache | None = None
+        self, settings: Settings, tier: Tier, backend: Backend, cache: Cache | None = None
     ) -> None:
         """`cache`: where the window memo and the feature cache keep their entries (shared with
         whatever else uses it); None: one in this process, within `cache_max_bytes`."""
@@ -64,13 +69,17 @@ class FoleyEngine:
         self.limits = DecodeLimits.from_settings(settings)
         self.cache = cache if cache is not None else create_cache(settings)
         self.memo: Memo | None = None
-        if settings.window_memo and self.cache.name != "none":
+        if settings.window_memo and self.cache.name != "none" and isinstance(tier, TierConfig):
             windows = WindowMemo(self.cache, tier, templates=settings.motion_templates)
             self.memo = Memo(windows, FeatureCache(self.cache, tier))
 
     @classmethod
     def load(cls, settings: Settings, cache: Cache | None = None) -> FoleyEngine:
-        tier = load_tier(settings.models_dir, settings.default_tier)
+        tier: Tier = (
+            load_contact_tier(settings.models_dir, settings.default_tier)
+            if is_contact_tier(settings.models_dir, settings.default_tier)
+            else load_tier(settings.models_dir, settings.default_tier)
+        )
         backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
         log.info("loaded tier %s %s on %s", tier.name, tier.version, backend.name)
         return cls(settings, tier, backend, cache)
@@ -80,13 +89,13 @@ class FoleyEngine:
         chunk sizes requests use (a decoded batch; a live frame), so the first request pays no
         first-run cost."""
         decode.warm_up()
-        synth = StreamingSynth(self.tier, self.backend)
+        synth = self._synth(StageTimer())
         start = 0
         for n in (decode.BATCH_FRAMES, 1):
             rgb = np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8)
-            list(synth.push(ModelFrames(start, rgb, np.zeros(n, np.float32))))
+            list(synth.push(np.arange(start, start + n) / 30.0, rgb))
             start += n
-        list(synth.finish(start, start * self.tier.samples_per_frame))
+        list(synth.finish(start / 30.0))
 
     def render(
         self,
@@ -100,13 +109,7 @@ class FoleyEngine:
         timer = StageTimer()
         stage = "write" if options.format in AUDIO_FORMATS else "mux"
         open_sink = functools.partial(self._open_sink, input_path, output_path, options)
-        synth = StreamingSynth(
-            self.tier,
-            self.backend,
-            timer=timer,
-            static_threshold=self.settings.static_threshold,
-            memo=self.memo,
-        )
+        synth = self._synth(timer)
         start_s, duration_s, frames = self._render_track(
             input_path, open_sink, stage, synth, timer, progress
         )
@@ -121,8 +124,22 @@ class FoleyEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(timer.seconds),
-            reuse=synth.runner.reuse,
+            reuse=synth.reuse,
             events_s=synth.event_times_s,
+        )
+
+    def _synth(self, timer: StageTimer) -> ClipSynth:
+        if isinstance(self.tier, ContactTier):
+            return ContactClipSynth(ContactSynth(self.tier, self.backend, timer=timer))
+        return FrameRateSynth(
+            self.tier,
+            StreamingSynth(
+                self.tier,
+                self.backend,
+                timer=timer,
+                static_threshold=self.settings.static_threshold,
+                memo=self.memo,
+            ),
         )
 
     def _check(self, options: RenderOptions) -> None:
@@ -161,17 +178,21 @@ class FoleyEngine:
         input_path: Path,
         open_sink: Callable[[float], Sink],
         stage: str,
-        synth: StreamingSynth,
+        synth: ClipSynth,
         timer: StageTimer,
         progress: ProgressFn | None,
     ) -> tuple[float, float, int]:
         """Decode, synthesise with `synth` and hand the track to the sink that `open_sink(start_s)`
         opens once the first frame's time is known; `stage` names the sink's time."""
         tier = self.tier
-        resampler = FrameResampler(tier.fps)
+        letterbox = isinstance(tier, ContactTier)
         with (
             open_video(
-                input_path, width=tier.width, height=tier.height, limits=self.limits
+                input_path,
+                width=tier.width,
+                height=tier.height,
+                limits=self.limits,
+                letterbox=letterbox,
             ) as stream,
             contextlib.ExitStack() as closing,
         ):
@@ -183,29 +204,90 @@ class FoleyEngine:
                     batch = next(batches, None)
                 if batch is None:
                     break
-                with timer("preprocess"):
-                    frames = resampler.push(batch.pts_s, batch.rgb)
-                if sink is None and resampler.t0 is not None:
+                chunks = synth.push(batch.pts_s, batch.rgb)
+                if sink is None and synth.t0 is not None:
                     with timer(stage):
-                        sink = closing.enter_context(open_sink(resampler.t0))
-                if frames is not None and sink is not None:
-                    _write(synth.push(frames), sink, stage, timer)
-                if progress is not None and resampler.t0 is not None:
-                    progress(min(1.0, (float(batch.pts_s[-1]) - resampler.t0) / declared))
-            if sink is None or resampler.t0 is None:
+                        sink = closing.enter_context(open_sink(synth.t0))
+                if sink is not None:
+                    _write(chunks, sink, stage, timer)
+                if progress is not None and synth.t0 is not None:
+                    progress(min(1.0, (float(batch.pts_s[-1]) - synth.t0) / declared))
+            if sink is None or synth.t0 is None:
                 raise MediaError("the video stream has no decodable frames", code="no_frames")
-            duration_s = stream.end_s - resampler.t0
-            num_frames = tier.num_frames(duration_s)
-            rest = resampler.finish(num_frames)
-            if rest is not None:
-                _write(synth.push(rest), sink, stage, timer)
-            _write(synth.finish(num_frames, tier.num_samples(duration_s)), sink, stage, timer)
+            duration_s = stream.end_s - synth.t0
+            _write(synth.finish(duration_s), sink, stage, timer)
             frames_decoded = stream.frames
             with timer(stage):
                 closing.close()
         if progress is not None:
             progress(1.0)
-        return resampler.t0, duration_s, frames_decoded
+        return synth.t0, duration_s, frames_decoded
+
+
+class ClipSynth(Protocol):
+    """A clip's stream, whatever the tier: decoded frames (pts s, rgb at the tier's size) in,
+    audio chunks out, sample 0 at the first frame (`t0`, known after the first push)."""
+
+    t0: float | None
+    reuse: ReuseStats
+
+    @property
+    def event_times_s(self) -> tuple[float, ...]: ...
+
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]: ...
+
+    def finish(self, duration_s: float) -> Iterator[np.ndarray]: ...
+
+
+class FrameRateSynth:
+    """A frame-rate tier (kind "frames"): frames resampled to the model's rate, then its stages."""
+
+    def __init__(self, tier: TierConfig, synth: StreamingSynth) -> None:
+        self.tier, self.synth = tier, synth
+        self.resampler = FrameResampler(tier.fps)
+        self.reuse = synth.runner.reuse
+
+    @property
+    def t0(self) -> float | None:
+        return self.resampler.t0
+
+    @property
+    def event_times_s(self) -> tuple[float, ...]:
+        return self.synth.event_times_s
+
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
+        with self.synth.runner.timer("preprocess"):
+            frames = self.resampler.push(pts_s, rgb)
+        return iter(()) if frames is None else self.synth.push(frames)
+
+    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
+        num_frames = self.tier.num_frames(duration_s)
+        rest = self.resampler.finish(num_frames)
+        if rest is not None:
+            yield from self.synth.push(rest)
+        yield from self.synth.finish(num_frames, self.tier.num_samples(duration_s))
+
+
+class ContactClipSynth:
+    """A contacts tier's stream (service.pipeline.contacts.synth) as a ClipSynth."""
+
+    def __init__(self, synth: ContactSynth) -> None:
+        self.synth = synth
+        self.reuse = ReuseStats()
+
+    @property
+    def t0(self) -> float | None:
+        return self.synth.t0
+
+    @property
+    def event_times_s(self) -> tuple[float, ...]:
+        return self.synth.event_times_s
+
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
+        return self.synth.push(pts_s, rgb)
+
+    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
+        return self.synth.finish(duration_s)
 
 
 class Sink(Protocol):

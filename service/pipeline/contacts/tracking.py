@@ -49,6 +49,7 @@ class Track:
     radius: list[float] = field(default_factory=list)
     materials: list[np.ndarray] = field(default_factory=list)
     missed: int = 0
+    found: int = 0  # frames where it was found, trimmed rows included
     _seen: list[int] = field(default_factory=list)  # rows where it was found
 
     def predict(self, time_s: float) -> np.ndarray:
@@ -73,6 +74,7 @@ class Track:
         self._seen.append(len(self.times_s))
         self._append(time_s, np.asarray(xy, np.float64), float(radius), materials)
         self.missed = 0
+        self.found += 1
 
     def miss(self, time_s: float) -> None:
         self._append(time_s, np.full(2, np.nan), self.radius[-1], self.materials[-1])
@@ -87,7 +89,19 @@ class Track:
     @property
     def seen(self) -> int:
         """Frames where it was found."""
-        return len(self._seen)
+        return self.found
+
+    def trim(self, keep: int) -> None:
+        """Forget all but the newest `keep` rows (a live stream's memory stays bounded); the
+        last two sightings stay, for `predict`."""
+        drop = len(self.times_s) - keep
+        if drop <= 0:
+            return
+        seen = [r - drop for r in self._seen]
+        if (len(seen) >= 2 and seen[-2] < 0) or (seen and seen[-1] < 0):
+            return  # not seen for longer than `keep`: it is about to end anyway
+        del self.times_s[:drop], self.xy[:drop], self.radius[:drop], self.materials[:drop]
+        self._seen = [r for r in seen if r >= 0]
 
 
 class Tracker:

@@ -1,0 +1,107 @@
+"""Contact events -> audio, with each attack on its sample.
+
+An event (time, strength, material) sounds as its material's voice: damped sinusoids (the modes)
+and a short noise click, all starting at the event's exact time, sub-sample phase included, the
+way the simulator's sound model makes an impact (engines.audio.modal). Level is the material's
+loudness times strength ** impulse_exponent (a harder hit is louder, in every clip); hardness
+(contact_ms) low-passes the modes and the click, so rubber thuds and steel clicks.
+
+Streaming: `add` an event once it is decided, `take(n)` the next n samples. The renderer keeps
+the not-yet-taken part of the rings it has started (at most max_ring_s long), so memory is
+bounded whatever the clip's length. The sound of an event depends only on the event and its
+index in the stream (the click's noise), so the track is the same however the clip is chunked,
+provided events are added before the samples they start on are taken (`add` refuses otherwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.pipeline.contacts.tier import RendererSpec, Voice
+
+LIMIT_KNEE = 0.9
+LIMIT_CEILING = 0.99
+CLICK_FLOOR_S = 3e-4
+
+
+@dataclass(frozen=True)
+class Event:
+    """A contact sound: time in seconds from the first frame, strength (1 = a typical hit),
+    material index (the tier's material order)."""
+
+    time_s: float
+    strength: float
+    material: int
+
+
+class EventRenderer:
+    def __init__(self, spec: RendererSpec, sample_rate: int, *, seed: int = 0) -> None:
+        self.spec, self.sample_rate, self.seed = spec, sample_rate, seed
+        self.taken = 0  # samples handed out
+        self.pending = np.zeros(0)  # samples from `taken` on, events started so far
+        self.count = 0
+
+    def add(self, event: Event) -> None:
+        start = int(np.ceil(event.time_s * self.sample_rate - 1e-9))
+        if start < self.taken:
+            raise ValueError(
+                f"event at {event.time_s:.6f} s starts before sample {self.taken} already taken"
+            )
+        voice = self.spec.voices[event.material]
+        level = voice.loudness * max(event.strength, 0.0) ** self.spec.impulse_exponent
+        rng = np.random.default_rng([self.seed, self.count])
+        self.count += 1
+        sound = level * self._voice(voice, start / self.sample_rate - event.time_s, rng)
+        end = start - self.taken + len(sound)
+        if end > len(self.pending):
+            self.pending = np.concatenate([self.pending, np.zeros(end - len(self.pending))])
+        self.pending[start - self.taken : end] += sound
+
+    def take(self, n: int) -> np.ndarray:
+        """The next n samples, float32, scaled and soft-limited."""
+        out = np.zeros(n)
+        m = min(n, len(self.pending))
+        out[:m] = self.pending[:m]
+        self.pending = self.pending[m:]
+        self.taken += n
+        return soft_limit(self.spec.gain * out).astype(np.float32)
+
+    def _voice(self, voice: Voice, offset_s: float, rng: np.random.Generator) -> np.ndarray:
+        """One unit-level event's samples; sample 0 is `offset_s` (in [0, 1/sr)) after it."""
+        sr = self.sample_rate
+        tau = voice.contact_ms * 1e-3
+        freqs, decays = np.asarray(voice.freqs_hz), np.asarray(voice.decays)
+        amps = np.asarray(voice.amps) / np.sqrt(1.0 + (freqs * tau) ** 2)
+        ring_s = min(self.spec.max_ring_s, float(np.log(1000.0) / decays.min()))
+        t = offset_s + np.arange(int(ring_s * sr) + 1) / sr
+        out = np.zeros_like(t)
+        for f, d, a in zip(freqs, decays, amps, strict=True):
+            n = min(len(t), int(np.log(1e4) / d * sr) + 1)  # to -80 dB
+            out[:n] += a * np.exp(-d * t[:n]) * np.sin(2 * np.pi * f * t[:n])
+        decay = max(tau, CLICK_FLOOR_S)
+        n = min(len(t), int(8 * decay * sr) + 2)
+        noise = rng.standard_normal(n) * np.exp(-t[:n] / decay)
+        cutoff = min(0.45 * sr, 0.5 / tau)
+        alpha = 1.0 - np.exp(-2 * np.pi * cutoff / sr)
+        click = np.zeros(n)
+        state = 0.0
+        for i in range(n):  # one-pole low-pass; n is a few hundred samples at most
+            state += alpha * (noise[i] - state)
+            click[i] = state
+        out[:n] += self.spec.click_level * click / np.sqrt(alpha)
+        return out
+
+
+def soft_limit(
+    x: np.ndarray, knee: float = LIMIT_KNEE, ceiling: float = LIMIT_CEILING
+) -> np.ndarray:
+    """Identity for |x| <= knee; above, tanh-compressed towards `ceiling`."""
+    over = np.abs(x) > knee
+    if not over.any():
+        return x
+    y = x.copy()
+    head = ceiling - knee
+    y[over] = np.sign(x[over]) * (knee + head * np.tanh((np.abs(x[over]) - knee) / head))
+    return y

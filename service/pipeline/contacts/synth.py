@@ -1,0 +1,221 @@
+"""Frames at their own times in, contact sounds out: the `contacts` tier's stream.
+
+    frames -> cut detection -> localiser (objects per frame) -> tracker (objects across frames)
+           -> contact head per track and interval -> events (time, strength, material)
+           -> renderer (each attack on its sample)
+
+Per pushed frame n (time t_n from the stream's first frame), every live track's interval
+k = n - 2 - lookahead is decided: the head reads the track's frames up to k + 1 + lookahead.
+An interval fires when its probability reaches the head's threshold, is not below the track's
+previous interval's, and comes at least MERGE_S after the track's last event
+(service.pipeline.contacts.events.pick, run live). Across tracks, an event within MERGE_S of one
+already kept is dropped (two objects hitting each other: one sound). A shot cut ends every track
+and the localiser does not compare across it, so a cut is never heard.
+
+A contact decided at frame n happens no earlier than t_k - (t_k+1 - t_k) (the head's u > -1), so
+once frame n is in, the audio before that bound for the next interval is final and goes out.
+`finish` decides the intervals the lookahead still held back (the frames after the clip count as
+missing) and ends the track at the clip's duration.
+
+Strength: the velocity jump the arcs fit at the interval (service.pipeline.contacts.geometry), in
+the object's own radii per second, so a far object's hit is not quieter than a near one's;
+REFERENCE_JUMP of them is strength 1. Material: the track's material probabilities, averaged.
+
+Memory: tracks keep the frames the head reads (features.history), the renderer the rings it has
+started. Deterministic; not thread-safe (one instance per stream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.pipeline.backends.base import Backend
+from service.pipeline.contacts.cuts import CutDetector
+from service.pipeline.contacts.events import MERGE_S
+from service.pipeline.contacts.features import history, track_features
+from service.pipeline.contacts.geometry import fit_split_arcs, narrowed, noise_level, windows
+from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.contacts.tier import ContactTier
+from service.pipeline.contacts.tracking import Detections, Track, Tracker
+from service.pipeline.streaming import StageTimer
+
+MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
+REFERENCE_JUMP = 40.0  # radii per second of velocity change: a typical floor impact
+STRENGTH_ARC_FRAMES = 4
+
+
+@dataclass
+class _TrackState:
+    decided: int = -1  # the newest interval decided, in the track's own row numbers
+    last_probability: float = 0.0
+    last_event_s: float = -np.inf
+    trimmed: int = 0  # rows the tracker dropped from the front
+
+
+@dataclass(frozen=True)
+class FiredEvent:
+    """An event as fired: the rendered Event and the track it came from."""
+
+    event: Event
+    track: int
+    probability: float
+
+
+class ContactSynth:
+    """One stream: `push(pts_s, rgb)` frames in time order (rgb letterboxed to the tier's size),
+    then `finish(duration_s)`; both yield float32 audio chunks at the tier's sample rate, sample 0
+    at the first frame."""
+
+    def __init__(
+        self, tier: ContactTier, backend: Backend, *, timer: StageTimer | None = None
+    ) -> None:
+        self.tier, self.backend = tier, backend
+        self.timer = timer or StageTimer()
+        self.config = tier.head_config
+        self.keep = history(self.config) + 2
+        self.cuts = CutDetector()
+        self.tracker = Tracker()
+        self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        self.t0: float | None = None
+        self.times: list[float] = []  # the last few frame times, from t0
+        self.previous: np.ndarray | None = None
+        self.states: dict[int, _TrackState] = {}
+        self.fired: list[FiredEvent] = []
+        self._kept: list[float] = []  # recent event times, for merging across tracks
+        self.frames = 0
+
+    @property
+    def event_times_s(self) -> tuple[float, ...]:
+        return tuple(f.event.time_s for f in self.fired)
+
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> list[np.ndarray]:
+        """Runs at once (not lazily): the audio that became final."""
+        if not len(pts_s):
+            return []
+        if self.t0 is None:
+            self.t0 = float(pts_s[0])
+        times = np.asarray(pts_s, np.float64) - self.t0
+        if (self.times and times[0] <= self.times[-1]) or np.any(np.diff(times) <= 0):
+            raise ValueError("frames must come in increasing time order")
+        with self.timer("preprocess"):
+            cut = np.array([self.cuts.push(frame) for frame in rgb])
+            x = rgb.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255.0)
+            before = x[:1] if self.previous is None else self.previous[None]
+            previous = np.concatenate([before, x[:-1]])
+            previous[cut] = x[cut]  # no motion across a cut
+            self.previous = x[-1]
+        with self.timer("localiser"):
+            found = self.backend.run("localiser", {"frames": x, "previous": previous})
+        with self.timer("contacts"):
+            for k, t in enumerate(times):
+                if cut[k]:
+                    self._end_tracks()
+                self.tracker.update(
+                    float(t),
+                    Detections(
+                        found["score"][k],
+                        found["xy"][k].astype(np.float64),
+                        found["radius"][k],
+                        found["materials"][k],
+                    ),
+                )
+                self.tracker.ended.clear()
+                self.times = [*self.times[-2 - self.config.lookahead :], float(t)]
+                self.frames += 1
+                self._decide(self.tracker.tracks)
+        return list(self._emit(self._final_s()))
+
+    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
+        """Decide what the lookahead held back and yield the rest of the track, which ends at
+        `duration_s` after the first frame."""
+        with self.timer("contacts"):
+            self._end_tracks()
+        yield from self._emit(duration_s, last=True)
+
+    def _end_tracks(self) -> None:
+        """Every live track ends here (the clip's end, a shot cut): its last intervals are
+        decided with nothing after them."""
+        tracks = self.tracker.tracks
+        self._decide(tracks, flush=True)
+        self.tracker.reset()
+        self.tracker.ended.clear()
+        self.states.clear()
+
+    def _decide(self, tracks: list[Track], *, flush: bool = False) -> None:
+        rows, owners = [], []
+        la = self.config.lookahead
+        for track in tracks:
+            state = self.states.setdefault(track.id, _TrackState())
+            dropped = len(track.times_s)
+            track.trim(self.keep)
+            dropped -= len(track.times_s)
+            state.trimmed += dropped
+            n = len(track.times_s)
+            newest = n - 2 if flush else n - 2 - la
+            first = state.decided - state.trimmed + 1
+            if track.seen < MIN_TRACK_FRAMES or newest < max(first, 0):
+                state.decided = max(state.decided, newest + state.trimmed)
+                continue
+            times = np.asarray(track.times_s)
+            pixels = np.stack(track.xy)
+            ks = np.arange(max(first, 0), newest + 1)
+            rows.append(track_features(times, pixels, self.config, ks))
+            owners.append((track, state, ks))
+            state.decided = newest + state.trimmed
+        if not rows:
+            return
+        with self.timer("head"):
+            out = self.backend.run("head", {"features": np.concatenate(rows)})
+        probability, u = out["probability"].astype(np.float64), out["u"].astype(np.float64)
+        fired: list[FiredEvent] = []
+        i = 0
+        for track, state, ks in owners:
+            times = np.asarray(track.times_s)
+            for k in ks:
+                p = probability[i]
+                when = times[k] + u[i] * (times[k + 1] - times[k])
+                i += 1
+                fires = (
+                    p >= self.config.threshold
+                    and p >= state.last_probability
+                    and when - state.last_event_s >= MERGE_S
+                )
+                state.last_probability = p
+                if fires:
+                    state.last_event_s = when
+                    fired.append(self._event(track, int(k), when, p))
+        for f in sorted(fired, key=lambda f: -f.probability):
+            if all(abs(f.event.time_s - t) >= MERGE_S for t in self._kept):
+                self._kept = [*self._kept[-7:], f.event.time_s]
+                self.fired.append(f)
+                self.renderer.add(f.event)
+
+    def _event(self, track: Track, k: int, when: float, probability: float) -> FiredEvent:
+        times = np.asarray(track.times_s)
+        pixels = np.stack(track.xy)
+        w = windows(times, pixels, self.config.context, self.config.lookahead, np.array([k]))
+        noise = noise_level(times, pixels, self.config.lookahead, np.array([k]))
+        fit = fit_split_arcs(narrowed(w, STRENGTH_ARC_FRAMES), noise / 4.9).fit
+        radius = max(float(np.median(track.radius[max(0, k - 4) : k + 2])), 0.5)
+        jump = float(fit.change[0]) / float(w.dt[0]) / radius
+        materials = np.mean(track.materials[max(0, k - 8) : k + 2], axis=0)
+        event = Event(max(when, 0.0), jump / REFERENCE_JUMP, int(np.argmax(materials)))
+        return FiredEvent(event, track.id, probability)
+
+    def _final_s(self) -> float:
+        """Audio before this time can no longer change: the next interval any track decides
+        starts no earlier than times[-2 - lookahead], and its contact no earlier than one
+        interval before that."""
+        la, t = self.config.lookahead, self.times
+        if len(t) < 2 + la:
+            return 0.0
+        return max(0.0, 2 * t[-2 - la] - t[-1 - la])
+
+    def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
+        with self.timer("render"):
+            n = round(until_s * self.tier.sample_rate) - self.renderer.taken
+            if n > 0 or (last and n >= 0):
+                yield self.renderer.take(max(n, 0))

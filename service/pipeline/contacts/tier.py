@@ -1,0 +1,123 @@
+"""The contract of a `contacts` tier, read from `<models_dir>/<tier>/config.json` (kind "contacts";
+written by engines.export.contacts):
+
+    localiser  frames, previous [B, 3, H, W] float32 in [0, 1] (the picture letterboxed into
+               H x W; `previous` is the frame before, or the frame itself at a stream's start
+               and after a shot cut) -> the K strongest objects per frame: score [B, K],
+               xy [B, K, 2] model pixels, radius [B, K] model pixels, materials [B, K, M]
+    head       features [N, F] (service.pipeline.contacts.features) -> probability [N] that a
+               contact happens in the interval, u [N]: when, in units of the interval from its
+               start
+    renderer   per object material: its modes, hardness and loudness (service.pipeline.contacts
+               .render)
+
+Frames are taken at their own presentation times; nothing is resampled to a fixed rate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from service.pipeline.contacts.features import HeadConfig
+from service.pipeline.contract import StageSpec, _digest
+
+KIND = "contacts"
+
+
+@dataclass(frozen=True)
+class Voice:
+    material: str
+    freqs_hz: tuple[float, ...]
+    decays: tuple[float, ...]  # 1/s
+    amps: tuple[float, ...]
+    contact_ms: float
+    loudness: float
+
+
+@dataclass(frozen=True)
+class RendererSpec:
+    voices: tuple[Voice, ...]  # one per material, in the localiser's material order
+    gain: float
+    impulse_exponent: float
+    click_level: float
+    max_ring_s: float
+
+
+@dataclass(frozen=True)
+class ContactTier:
+    name: str
+    version: str
+    path: Path
+    width: int
+    height: int
+    sample_rate: int
+    localiser: StageSpec
+    head: StageSpec
+    head_config: HeadConfig
+    renderer: RendererSpec
+    digest: str = ""
+    kind: str = KIND
+
+    @property
+    def stages(self) -> tuple[StageSpec, StageSpec]:
+        return (self.localiser, self.head)
+
+    @property
+    def materials(self) -> tuple[str, ...]:
+        return tuple(v.material for v in self.renderer.voices)
+
+    def num_samples(self, duration_s: float) -> int:
+        return round(duration_s * self.sample_rate)
+
+
+def _stage(name: str, raw: dict) -> StageSpec:
+    return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
+
+
+def is_contact_tier(models_dir: Path, tier: str) -> bool:
+    config = Path(models_dir) / tier / "config.json"
+    return config.is_file() and json.loads(config.read_text()).get("kind") == KIND
+
+
+def load_contact_tier(models_dir: Path, tier: str) -> ContactTier:
+    path = Path(models_dir) / tier
+    config_file = path / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"tier {tier!r}: no config.json in {path}")
+    raw = json.loads(config_file.read_text())
+    if raw.get("kind") != KIND:
+        raise ValueError(f"tier {tier!r} is not a {KIND} tier")
+    stages, video = raw["stages"], raw["video"]
+    render = stages["renderer"]
+    voices = tuple(
+        Voice(
+            v["material"],
+            tuple(v["freqs_hz"]),
+            tuple(v["decays"]),
+            tuple(v["amps"]),
+            float(v["contact_ms"]),
+            float(v["loudness"]),
+        )
+        for v in render["voices"]
+    )
+    return ContactTier(
+        name=raw["name"],
+        version=raw["version"],
+        path=path,
+        width=int(video["width"]),
+        height=int(video["height"]),
+        sample_rate=int(raw["audio"]["sample_rate"]),
+        localiser=_stage("localiser", stages["localiser"]),
+        head=_stage("head", stages["head"]),
+        head_config=HeadConfig(**stages["head"]["config"]),
+        renderer=RendererSpec(
+            voices,
+            float(render["gain"]),
+            float(render["impulse_exponent"]),
+            float(render["click_level"]),
+            float(render["max_ring_s"]),
+        ),
+        digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
+    )

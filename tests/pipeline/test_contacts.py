@@ -1,0 +1,135 @@
+"""The contacts tier's stream (service.pipeline.contacts): attacks on their sample, the same track
+however the clip is chunked, native frame times, and a shot cut that voices nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from engines.eval.scenes import control_clip, scene_clip
+from service.config import Settings
+from service.media.decode import DecodeLimits, open_video
+from service.pipeline.backends.base import Backend, create_backend
+from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.contacts.synth import ContactSynth
+from service.pipeline.contacts.tier import ContactTier, load_contact_tier
+from service.pipeline.contacts.tracking import Track
+
+SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
+SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
+
+
+@pytest.fixture(scope="module")
+def tier() -> ContactTier:
+    return load_contact_tier(SHIPPED, "objects")
+
+
+@pytest.fixture(scope="module")
+def backend(tier: ContactTier) -> Backend:
+    return create_backend("onnxruntime", tier, threads=1)
+
+
+def _decode(path: Path, tier: ContactTier) -> tuple[np.ndarray, np.ndarray]:
+    pts, rgb = [], []
+    limits = DecodeLimits.from_settings(Settings())
+    with open_video(
+        path, width=tier.width, height=tier.height, limits=limits, letterbox=True
+    ) as stream:
+        for batch in stream:
+            pts.append(batch.pts_s.copy())
+            rgb.append(batch.rgb.copy())
+    return np.concatenate(pts), np.concatenate(rgb)
+
+
+def _run(tier, backend, pts, rgb, pushes: list[int], duration_s: float):
+    synth = ContactSynth(tier, backend)
+    chunks, start = [], 0
+    for n in pushes:
+        chunks += synth.push(pts[start : start + n], rgb[start : start + n])
+        start += n
+    chunks += synth.push(pts[start:], rgb[start:])
+    chunks += list(synth.finish(duration_s))
+    return np.concatenate(chunks), synth
+
+
+@pytest.mark.parametrize("material", [0, 2, 5])
+def test_an_event_attacks_on_its_sample(tier: ContactTier, material: int) -> None:
+    rate = tier.sample_rate
+    for when in (0.1, 0.25 + 0.3 / rate, 0.4 + 0.7 / rate):
+        renderer = EventRenderer(tier.renderer, rate)
+        renderer.add(Event(when, 1.0, material))
+        audio = renderer.take(rate)
+        loud = np.flatnonzero(np.abs(audio) >= 0.1 * np.abs(audio).max())
+        assert np.all(audio[: int(np.ceil(when * rate))] == 0)  # nothing before the event
+        assert 0 <= loud[0] / rate - when <= 1e-3
+
+
+def test_the_renderer_is_the_same_in_any_chunking(tier: ContactTier) -> None:
+    events = [Event(0.05, 0.5, 1), Event(0.051, 2.0, 3), Event(0.3, 1.0, 6)]
+    whole = EventRenderer(tier.renderer, tier.sample_rate)
+    for e in events:
+        whole.add(e)
+    reference = whole.take(24000)
+    parts = EventRenderer(tier.renderer, tier.sample_rate)
+    out = [parts.take(1000)]
+    parts.add(events[0])
+    out.append(parts.take(1))
+    parts.add(events[1])
+    out.append(parts.take(5000))
+    parts.add(events[2])
+    out.append(parts.take(24000 - 6001))
+    np.testing.assert_array_equal(np.concatenate(out), reference)
+    with pytest.raises(ValueError, match="already taken"):
+        parts.add(Event(0.1, 1.0, 0))
+
+
+def test_a_harder_hit_is_louder(tier: ContactTier) -> None:
+    peaks = []
+    for strength in (0.25, 1.0, 4.0):
+        renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        renderer.add(Event(0.01, strength, 0))
+        peaks.append(np.abs(renderer.take(4800)).max())
+    assert peaks[0] < peaks[1] < peaks[2]
+
+
+def test_chunked_equals_whole_clip_on_real_footage(tier: ContactTier, backend: Backend) -> None:
+    pts, rgb = _decode(SAMPLE, tier)
+    duration = float(pts[-1] - pts[0]) + 1 / 30
+    whole, synth = _run(tier, backend, pts, rgb, [], duration)
+    assert len(whole) == tier.num_samples(duration)
+    assert synth.fired, "the sample's bouncing objects fire events"
+    live, live_synth = _run(tier, backend, pts, rgb, [1] * 40 + [7, 3, 50], duration)
+    np.testing.assert_allclose(live, whole, atol=1e-6)
+    assert live_synth.event_times_s == pytest.approx(synth.event_times_s, abs=1e-9)
+
+
+def test_native_frame_times_reach_the_tracks(tier, backend, tmp_path) -> None:
+    clip = scene_clip(
+        26, "vfr", tmp_path, holdout=False, duration_s=2.0, size=(320, 180), kind="drop"
+    )
+    pts, rgb = _decode(clip.video, tier)
+    assert np.ptp(np.diff(pts)) > 1e-3, "a variable-frame-rate clip"
+    synth = ContactSynth(tier, backend)
+    synth.push(pts, rgb)
+    (track,) = [t for t in synth.tracker.tracks if t.seen >= 10]
+    np.testing.assert_allclose(track.times_s, (pts - pts[0])[-len(track.times_s) :], atol=1e-9)
+
+
+def test_a_shot_cut_voices_nothing(tier, backend, tmp_path) -> None:
+    clip = control_clip("cut", 3, "30", tmp_path, holdout=False, duration_s=3.0, size=(320, 180))
+    pts, rgb = _decode(clip.video, tier)
+    _, synth = _run(tier, backend, pts, rgb, [], 3.0)
+    assert clip.cut_s is not None
+    assert all(abs(t - clip.cut_s) > 0.05 for t in synth.event_times_s), synth.event_times_s
+
+
+def test_trimmed_tracks_predict_as_before() -> None:
+    track = Track(0)
+    for k in range(50):
+        track.observe(k / 30, np.array([k * 2.0, 10.0]), 3.0, np.ones(7) / 7)
+    before = track.predict(50 / 30)
+    track.trim(10)
+    assert len(track.times_s) == 10 and track.seen == 50
+    np.testing.assert_allclose(track.predict(50 / 30), before)
