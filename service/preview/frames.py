@@ -13,9 +13,12 @@ from service.preview.protocol import SessionConfig
 class FrameDecoder:
     """Not thread-safe: one per session (the worker thread calls it)."""
 
-    def __init__(self, config: SessionConfig, width: int, height: int) -> None:
+    def __init__(
+        self, config: SessionConfig, width: int, height: int, *, letterbox: bool = False
+    ) -> None:
+        """`letterbox`: keep the picture's shape (service.media.frames.FrameScaler)."""
         self.config = config
-        self._scaler = FrameScaler(width, height)
+        self._scaler = FrameScaler(width, height, letterbox=letterbox)
         self._jpeg = av.CodecContext.create("mjpeg", "r") if config.pixel_format == "jpeg" else None
 
     def __call__(self, payload: memoryview) -> np.ndarray:

@@ -4,8 +4,8 @@ all of them, a micro-batch at a time.
 The event loop only moves bytes: it hands each received frame to `PreviewWorker.submit` and sends
 what the worker delivers. The worker thread waits for a frame, gives the other sessions
 `batch_window_s` to add theirs, then for every session with input decodes and scales its frames,
-maps them to model frames by timestamp, and runs each stage once for the whole batch
-(service.pipeline.streaming.StreamRunner). Outputs go back through each session's `deliver`
+and runs the tier's streams on them (service.preview.runners: for a frame-rate tier, each stage
+once for the whole batch). Outputs go back through each session's `deliver`
 callback, which must not block (the transport posts them to its event loop).
 
 Bounded everywhere: at most `max_sessions` sessions (`open` refuses more), at most
@@ -27,13 +27,14 @@ import numpy as np
 
 from service.media.audio_out import ExactResampler
 from service.pipeline.backends.base import Backend
+from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
-from service.pipeline.preprocess import FrameResampler, ModelFrames
-from service.pipeline.streaming import Chunk, Stream, StreamRunner
 from service.preview.frames import FrameDecoder
 from service.preview.protocol import FrameMessage, SessionConfig
+from service.preview.runners import LiveChunk, create_runner
 
 log = logging.getLogger(__name__)
+MIN_FRAME_S = 1.0 / 30  # how long a stream's one frame lasts when nothing says otherwise
 
 
 class Full(Exception):
@@ -74,8 +75,7 @@ class Session:
     config: SessionConfig
     deliver: Callable[[Output], None]
     decoder: FrameDecoder
-    resampler: FrameResampler
-    stream: Stream
+    stream: object  # the runner's
     out: ExactResampler
     pending: deque[tuple[FrameMessage, float]] = field(default_factory=deque)
     ending: bool = False
@@ -83,16 +83,13 @@ class Session:
     last_pts: float | None = None
     interval_s: float | None = None  # between the last two frames
     samples_out: int = 0
-
-    @property
-    def t0(self) -> float:
-        return self.resampler.t0 or 0.0
+    t0: float = 0.0
 
 
 class PreviewWorker:
     def __init__(
         self,
-        tier: TierConfig,
+        tier: TierConfig | ContactTier,
         backend: Backend,
         *,
         max_sessions: int,
@@ -101,8 +98,7 @@ class PreviewWorker:
         static_threshold: float = 0.0,
     ) -> None:
         self.tier = tier
-        # Static skip gives the same track whatever the push size, one frame included.
-        self.runner = StreamRunner(tier, backend, static_threshold=static_threshold)
+        self.runner = create_runner(tier, backend, static_threshold=static_threshold)
         self.max_sessions, self.queue_frames = max_sessions, queue_frames
         self.batch_window_s = batch_window_s
         self._sessions: dict[str, Session] = {}
@@ -121,8 +117,12 @@ class PreviewWorker:
                 id=secrets.token_urlsafe(12),
                 config=config,
                 deliver=deliver,
-                decoder=FrameDecoder(config, self.tier.width, self.tier.height),
-                resampler=FrameResampler(self.tier.fps),
+                decoder=FrameDecoder(
+                    config,
+                    self.tier.width,
+                    self.tier.height,
+                    letterbox=isinstance(self.tier, ContactTier),
+                ),
                 stream=self.runner.open(),
                 out=ExactResampler(self.tier.sample_rate, config.sample_rate, "flt"),
             )
@@ -192,22 +192,19 @@ class PreviewWorker:
 
     def _run(self, batch: list[tuple[Session, list[tuple[FrameMessage, float]], bool]]) -> None:
         started = time.perf_counter()
-        todo: list[tuple[Session, ModelFrames, float]] = []
+        todo: list[tuple[Session, tuple[np.ndarray, np.ndarray], float]] = []
         for session, frames, _ in batch:
-            model = self._model_frames(session, frames)
-            if model is not None and frames:
-                todo.append((session, model, frames[-1][1]))
-        chunks = self.runner.push([s.stream for s, _, _ in todo], [m for _, m, _ in todo])
-        outputs: list[tuple[Session, Chunk, float, int]] = [
+            decoded = self._decoded(session, frames)
+            if decoded is not None:
+                todo.append((session, decoded, frames[-1][1]))
+        chunks = self.runner.push([s.stream for s, _, _ in todo], [d for _, d, _ in todo])
+        for session, _, _ in todo:
+            session.t0 = self.runner.t0(session.stream) or 0.0
+        outputs: list[tuple[Session, LiveChunk, float, int]] = [
             (s, c, received, len(todo)) for (s, _, received), c in zip(todo, chunks, strict=True)
         ]
         enders = [s for s, _, ending in batch if ending and not s.closed]
-        for session in enders:
-            rest = self._finish_frames(session)
-            if rest is not None:
-                (chunk,) = self.runner.push([session.stream], [rest])
-                outputs.append((session, chunk, time.perf_counter(), 0))
-        finals = self.runner.finish([s.stream for s in enders]) if enders else []
+        finals = self.runner.finish([s.stream for s in enders], [self._duration(s) for s in enders])
         compute_s = time.perf_counter() - started
         # batch 0: audio flushed at the end, not made for a frame (left out of the statistics).
         for session, chunk, received, size in outputs:
@@ -220,12 +217,13 @@ class PreviewWorker:
                     AudioOut(session.samples_out, tail, [], time.perf_counter(), compute_s, 0)
                 )
                 session.samples_out += len(tail)
-            session.deliver(EndOut(session.stream.frames, session.samples_out))
+            session.deliver(EndOut(self.runner.frames(session.stream), session.samples_out))
             self.close(session)
 
-    def _model_frames(
+    def _decoded(
         self, session: Session, frames: list[tuple[FrameMessage, float]]
-    ) -> ModelFrames | None:
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The session's new frames, decoded and scaled: (pts s, rgb)."""
         good_pts: list[float] = []
         good_rgb: list[np.ndarray] = []
         for frame, _ in frames:
@@ -246,25 +244,23 @@ class PreviewWorker:
             good_rgb.append(rgb)
         if not good_rgb:
             return None
-        return session.resampler.push(np.asarray(good_pts), np.stack(good_rgb))
+        return np.asarray(good_pts), np.stack(good_rgb)
 
-    def _finish_frames(self, session: Session) -> ModelFrames | None:
-        """At the end of a stream: the model frames up to the last frame's end (its timestamp
-        plus the stream's frame interval)."""
+    def _duration(self, session: Session) -> float:
+        """A stream ends at its last frame's end: its timestamp plus the frame interval."""
         if session.last_pts is None:
-            return None
+            return 0.0
         interval = session.interval_s or (1.0 / session.config.fps if session.config.fps else 0)
-        duration = session.last_pts - session.t0 + max(interval, 1.0 / self.tier.fps)
-        return session.resampler.finish(self.tier.num_frames(duration))
+        return session.last_pts - session.t0 + max(interval, MIN_FRAME_S)
 
     def _deliver_audio(
-        self, session: Session, chunk: Chunk, received: float, compute_s: float, batch: int
+        self, session: Session, chunk: LiveChunk, received: float, compute_s: float, batch: int
     ) -> None:
         if session.closed or not len(chunk.audio):
             return
         samples = np.concatenate([np.zeros(0, np.float32), *session.out.push(chunk.audio)])
         rate = session.config.sample_rate / self.tier.sample_rate
-        onsets = [round(e * self.tier.hop * rate) for e in chunk.events.tolist()]
+        onsets = [round(n * rate) for n in chunk.onsets]
         session.deliver(AudioOut(session.samples_out, samples, onsets, received, compute_s, batch))
         session.samples_out += len(samples)
 

@@ -3,9 +3,11 @@ however the clip is chunked, native frame times, and a shot cut that voices noth
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 
 from engines.eval.scenes import control_clip, scene_clip
@@ -16,6 +18,8 @@ from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track
+from service.preview import protocol as p
+from service.preview.worker import AudioOut, EndOut, PreviewWorker
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
@@ -29,6 +33,19 @@ def tier() -> ContactTier:
 @pytest.fixture(scope="module")
 def backend(tier: ContactTier) -> Backend:
     return create_backend("onnxruntime", tier, threads=1)
+
+
+def test_shipped_graphs_match_their_config(tier: ContactTier) -> None:
+    for stage in tier.stages:
+        session = ort.InferenceSession(str(tier.path / stage.file))
+        inputs = {i.name: i.shape for i in session.get_inputs()}
+        outputs = {o.name: o.shape for o in session.get_outputs()}
+        assert set(inputs) == set(stage.inputs) and set(outputs) == set(stage.outputs)
+        for name, shape in stage.inputs.items():
+            assert [d for d in inputs[name] if isinstance(d, int)] == [
+                d for d in shape if isinstance(d, int)
+            ]
+    assert len(tier.materials) == tier.localiser.outputs["materials"][-1]
 
 
 def _decode(path: Path, tier: ContactTier) -> tuple[np.ndarray, np.ndarray]:
@@ -133,3 +150,39 @@ def test_trimmed_tracks_predict_as_before() -> None:
     track.trim(10)
     assert len(track.times_s) == 10 and track.seen == 50
     np.testing.assert_allclose(track.predict(50 / 30), before)
+
+
+def test_live_preview_gives_the_offline_track(tier: ContactTier, backend: Backend) -> None:
+    """Frames sent one by one to the preview worker give the track and onsets a whole-clip
+    render gives (at the tier's rate: no output resampling)."""
+    pts, rgb = _decode(SAMPLE, tier)
+    pts, rgb = pts[:90], rgb[:90]
+    interval = float(pts[1] - pts[0])
+    whole, synth = _run(tier, backend, pts, rgb, [], float(pts[-1] - pts[0]) + interval)
+    config = p.SessionConfig(
+        type="config", width=tier.width, height=tier.height, sample_rate=tier.sample_rate
+    )
+    worker = PreviewWorker(tier, backend, max_sessions=2, queue_frames=128, batch_window_s=0.0)
+    outputs: list = []
+    done = threading.Event()
+
+    def deliver(item) -> None:
+        outputs.append(item)
+        if isinstance(item, EndOut):
+            done.set()
+
+    try:
+        session = worker.open(config, deliver)
+        for k, (t, frame) in enumerate(zip(pts, rgb, strict=True)):
+            worker.submit(session, p.parse_frame(p.pack_frame(k, float(t), frame.tobytes())), 0.0)
+        worker.end(session)
+        assert done.wait(30)
+    finally:
+        worker.stop()
+    audio = [o for o in outputs if isinstance(o, AudioOut)]
+    live = np.concatenate([o.samples for o in audio])
+    np.testing.assert_allclose(live, whole, atol=1e-6)
+    onsets = [n for o in audio for n in o.onsets]
+    assert all(o.start <= n < o.start + len(o.samples) for o in audio for n in o.onsets)
+    expected = [int(np.ceil(t * tier.sample_rate - 1e-9)) for t in synth.event_times_s]
+    assert onsets == sorted(expected) and onsets

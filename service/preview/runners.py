@@ -1,0 +1,148 @@
+"""How the preview worker runs a tier's live streams, whatever its kind: frames at their own
+timestamps in (each stream's frames of one batch together), audio at the tier's rate out, with
+the samples where contact sounds start.
+
+- `FrameRateRunner` (kind "frames"): each stream's frames mapped to the model's rate by
+  timestamp, then every stage once for all streams of the batch (StreamRunner).
+- `ContactRunner` (kind "contacts"): each stream's ContactSynth; its frames at their own times.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from service.pipeline.backends.base import Backend
+from service.pipeline.contacts.synth import ContactSynth
+from service.pipeline.contacts.tier import ContactTier
+from service.pipeline.contract import TierConfig
+from service.pipeline.preprocess import FrameResampler
+from service.pipeline.streaming import Stream, StreamRunner
+
+
+@dataclass(frozen=True)
+class LiveChunk:
+    """A stream's next audio (tier rate, following on from its last chunk) and the samples from
+    the stream's start (tier rate) where contact sounds fired."""
+
+    audio: np.ndarray
+    onsets: list[int]
+
+
+class LiveRunner(Protocol):
+    tier: TierConfig | ContactTier
+
+    def open(self) -> object: ...
+
+    def t0(self, stream: object) -> float | None: ...
+
+    def frames(self, stream: object) -> int: ...
+
+    def push(
+        self, streams: list[object], frames: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[LiveChunk]: ...
+
+    def finish(self, streams: list[object], durations_s: list[float]) -> list[LiveChunk]: ...
+
+
+def create_runner(
+    tier: TierConfig | ContactTier, backend: Backend, *, static_threshold: float = 0.0
+) -> LiveRunner:
+    if isinstance(tier, ContactTier):
+        return ContactRunner(tier, backend)
+    return FrameRateRunner(tier, backend, static_threshold=static_threshold)
+
+
+@dataclass
+class _FrameStream:
+    resampler: FrameResampler
+    stream: Stream
+
+
+class FrameRateRunner:
+    def __init__(self, tier: TierConfig, backend: Backend, *, static_threshold: float) -> None:
+        self.tier = tier
+        # Static skip gives the same track whatever the push size, one frame included.
+        self.runner = StreamRunner(tier, backend, static_threshold=static_threshold)
+
+    def open(self) -> _FrameStream:
+        return _FrameStream(FrameResampler(self.tier.fps), self.runner.open())
+
+    def t0(self, stream: _FrameStream) -> float | None:
+        return stream.resampler.t0
+
+    def frames(self, stream: _FrameStream) -> int:
+        return stream.stream.frames
+
+    def push(
+        self, streams: list[_FrameStream], frames: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[LiveChunk]:
+        model = [s.resampler.push(pts, rgb) for s, (pts, rgb) in zip(streams, frames, strict=True)]
+        todo = [i for i, m in enumerate(model) if m is not None]
+        chunks = self.runner.push([streams[i].stream for i in todo], [model[i] for i in todo])
+        out = [LiveChunk(np.zeros(0, np.float32), [])] * len(streams)
+        for i, chunk in zip(todo, chunks, strict=True):
+            out[i] = self._live(chunk.audio, chunk.events)
+        return out
+
+    def finish(self, streams: list[_FrameStream], durations_s: list[float]) -> list[LiveChunk]:
+        out = []
+        for s, duration in zip(streams, durations_s, strict=True):
+            rest = s.resampler.finish(self.tier.num_frames(duration))
+            audio, events = [], []
+            if rest is not None:
+                (chunk,) = self.runner.push([s.stream], [rest])
+                audio.append(chunk.audio)
+                events.append(chunk.events)
+            (chunk,) = self.runner.finish([s.stream])
+            audio.append(chunk.audio)
+            events.append(chunk.events)
+            out.append(self._live(np.concatenate(audio), np.concatenate(events)))
+        return out
+
+    def _live(self, audio: np.ndarray, events: np.ndarray) -> LiveChunk:
+        return LiveChunk(audio, [int(e) * self.tier.hop for e in events.tolist()])
+
+
+class ContactRunner:
+    def __init__(self, tier: ContactTier, backend: Backend) -> None:
+        self.tier, self.backend = tier, backend
+
+    def open(self) -> ContactSynth:
+        return ContactSynth(self.tier, self.backend)
+
+    def t0(self, stream: ContactSynth) -> float | None:
+        return stream.t0
+
+    def frames(self, stream: ContactSynth) -> int:
+        return stream.frames
+
+    def push(
+        self, streams: list[ContactSynth], frames: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[LiveChunk]:
+        return [
+            self._chunk(s, lambda s=s, f=f: s.push(*f))
+            for s, f in zip(streams, frames, strict=True)
+        ]
+
+    def finish(self, streams: list[ContactSynth], durations_s: list[float]) -> list[LiveChunk]:
+        return [
+            self._chunk(s, lambda s=s, d=d: list(s.finish(d)))
+            for s, d in zip(streams, durations_s, strict=True)
+        ]
+
+    def _chunk(self, synth: ContactSynth, run) -> LiveChunk:
+        """The audio `run` makes and the onsets inside it: an event is decided before its
+        samples are final, so its onset goes out with the chunk that holds its first sample."""
+        start = synth.renderer.taken
+        audio = run()
+        end = synth.renderer.taken
+        rate = self.tier.sample_rate
+        onsets = [
+            n
+            for n in (int(np.ceil(f.event.time_s * rate - 1e-9)) for f in synth.fired[-64:])
+            if start <= n < end
+        ]
+        return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), sorted(onsets))
