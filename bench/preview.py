@@ -1,6 +1,6 @@
 """Live preview benchmark: N concurrent real-time sessions against `foley serve` over loopback.
 
-    python -m bench.preview [--sessions 1 4 8 12 16] [--seconds 10]
+    python -m bench.preview [--sessions 1 4 8 12 16] [--seconds 10] [--tier objects --size 192 108]
 
 Starts the service in its own process (as deployed; the clients' own work must not share its
 interpreter), waits until it is ready, then for each session count streams the same 30 fps
@@ -42,10 +42,14 @@ def bench_clip(seconds: float) -> Path:
     return path
 
 
-async def run_sessions(clip: Path, url: str, n: int) -> list[Report]:
+async def run_sessions(
+    clip: Path, url: str, n: int, options: ClientOptions | None = None
+) -> list[Report]:
+    options = options or ClientOptions()
+
     async def one(i: int) -> Report:
         await asyncio.sleep(i / 30 / n)
-        return await stream_file(clip, url, ClientOptions())
+        return await stream_file(clip, url, options)
 
     return await asyncio.gather(*(one(i) for i in range(n)))
 
@@ -74,22 +78,32 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 4, 8, 12, 16])
     parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--tier", default=None, help="the served tier (default: the configured)")
+    parser.add_argument("--size", type=int, nargs=2, default=(96, 96), metavar=("W", "H"))
     args = parser.parse_args(argv)
     clip = bench_clip(args.seconds)
-    with foley_serve({"FOLEY_PREVIEW_MAX_SESSIONS": str(max(args.sessions))}) as port:
+    env = {"FOLEY_PREVIEW_MAX_SESSIONS": str(max(args.sessions))}
+    if args.tier is not None:
+        env["FOLEY_DEFAULT_TIER"] = args.tier
+    width, height = args.size
+    options = ClientOptions(width=width, height=height)
+    with foley_serve(env) as port:
         url = f"ws://127.0.0.1:{port}/v1/preview"
         print(describe())
-        print(f"clip: {clip.name}, sent as 96x96 rgb24 at real-time pace; server: foley serve\n")
+        print(
+            f"clip: {clip.name}, sent as {width}x{height} rgb24 at real-time pace; server: "
+            f"foley serve, tier {args.tier or 'default'}\n"
+        )
         print(
             "| sessions | server compute ms p50 / p99 | latency ms p50 / p99 (worst) "
             "| jitter ms, audio (frames sent) (worst) | first audio ms (worst) | underruns "
             "| sessions per batch | wall s | errors |"
         )
         print("|---|---|---|---|---|---|---|---|---|")
-        asyncio.run(run_sessions(clip, url, 1))  # warm the service's first-run paths
+        asyncio.run(run_sessions(clip, url, 1, options))  # warm the first-run paths
         for n in args.sessions:
             started = time.perf_counter()
-            reports = asyncio.run(run_sessions(clip, url, n))
+            reports = asyncio.run(run_sessions(clip, url, n, options))
             print(row(n, reports, time.perf_counter() - started), flush=True)
 
 

@@ -34,6 +34,16 @@ def real_engine():
     return engine
 
 
+@pytest.fixture(scope="session")
+def objects_engine():
+    """The shipped `objects` tier (object-level contacts), loaded once."""
+    from service.pipeline.engine import FoleyEngine
+
+    engine = FoleyEngine.load(Settings(default_tier="objects"))
+    engine.warmup()
+    return engine
+
+
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:
     deadline = time.monotonic() + timeout
     while not condition():

@@ -132,6 +132,20 @@ def noisy_round(
     )
 
 
+def observed_batch(tracks: list[TrainTrack], config: HeadConfig, weight: float) -> Batch:
+    """The localiser's real tracks (engines.tracks.observed) as they are: no noise added, every
+    interval kept, each weighing `weight`."""
+    feats = [track_features(t.times_s, t.pixels, config) for t in tracks]
+    labels = np.concatenate([t.label for t in tracks])
+    return Batch(
+        torch.from_numpy(np.concatenate(feats)),
+        torch.from_numpy(labels.astype(np.int64)),
+        torch.from_numpy(np.concatenate([time_targets(t) for t in tracks]).astype(np.float32)),
+        torch.from_numpy(np.concatenate([np.diff(t.times_s) for t in tracks]).astype(np.float32)),
+        torch.full((len(labels),), float(weight)),
+    )
+
+
 def time_targets(track: TrainTrack) -> np.ndarray:
     """Per interval (N-1,): the contact time to regress, in units of the interval from its
     start: u on a positive interval, and on its neighbours (if not positive themselves) the
@@ -207,9 +221,11 @@ def train(
     minutes: float = 8.0,
     view_p: float = 0.0,
     neighbour_weight: float = 1.0,
+    observed: Batch | None = None,
 ) -> ContactHead:
     """Trains a head on noise rounds 0..rounds-1 in turn, `epochs_per_round` passes each (or
-    until `minutes` have passed), with a cosine learning-rate decay over the whole."""
+    until `minutes` have passed), with a cosine learning-rate decay over the whole. `observed`
+    (engines.tracks.observed: the localiser's real tracks) joins every round."""
     torch.manual_seed(seed)
     head = ContactHead(config)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=1e-4)
@@ -218,6 +234,13 @@ def train(
     step = 0
     for r in range(rounds):
         batch = round_batch(tracks, config, name, r, view_p)
+        if observed is not None:
+            batch = Batch(
+                *(
+                    torch.cat([getattr(batch, f.name), getattr(observed, f.name)])
+                    for f in dataclasses.fields(Batch)
+                )
+            )
         m = len(batch.label)
         steps_per_epoch = m // batch_size
         if schedule_steps is None:
@@ -281,6 +304,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--prepare", action="store_true", help="only compute (and cache) the noise rounds"
     )
+    parser.add_argument(
+        "--observed", type=int, default=0, help="clips of the localiser's real tracks to add"
+    )
+    parser.add_argument("--observed-weight", type=float, default=3.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
@@ -293,6 +320,17 @@ def main(argv: list[str] | None = None) -> None:
             round_batch(tracks, config, name, r, args.view_p)
             log.info("round %d ready", r)
         return
+    observed = None
+    if args.observed:
+        from engines.tracks.observed import build
+
+        real = [t.track for t in build(args.observed)]
+        observed = observed_batch(real, config, args.observed_weight)
+        log.info(
+            "%d observed intervals (%d positive)",
+            len(observed.label),
+            int((observed.label == 1).sum()),
+        )
     head = train(
         tracks,
         config,
@@ -304,6 +342,7 @@ def main(argv: list[str] | None = None) -> None:
         minutes=args.minutes,
         view_p=args.view_p,
         neighbour_weight=args.neighbour_weight,
+        observed=observed,
     )
     threshold, table = choose_threshold(head)
     log.info("validation mean F1 by threshold: %s", table)

@@ -79,6 +79,7 @@ class TierConfig:
     # SHA-256 (first 16 hex digits) of config.json and the graphs: what caches key results on,
     # so that retrained weights shipped under an unchanged version never meet old entries.
     digest: str = ""
+    kind: str = "frames"  # model frames at a fixed rate (contacts tiers: contacts.tier)
 
     @property
     def mels_per_frame(self) -> int:

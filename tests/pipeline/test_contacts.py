@@ -14,6 +14,7 @@ from engines.eval.scenes import control_clip, scene_clip
 from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
 from service.pipeline.backends.base import Backend, create_backend
+from service.pipeline.contacts import strength
 from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
@@ -104,9 +105,9 @@ def test_the_renderer_is_the_same_in_any_chunking(tier: ContactTier) -> None:
 
 def test_a_harder_hit_is_louder(tier: ContactTier) -> None:
     peaks = []
-    for strength in (0.25, 1.0, 4.0):
+    for impulse in (0.25, 1.0, 4.0):
         renderer = EventRenderer(tier.renderer, tier.sample_rate)
-        renderer.add(Event(0.01, strength, 0))
+        renderer.add(Event(0.01, impulse, 0))
         peaks.append(np.abs(renderer.take(4800)).max())
     assert peaks[0] < peaks[1] < peaks[2]
 
@@ -186,3 +187,14 @@ def test_live_preview_gives_the_offline_track(tier: ContactTier, backend: Backen
     assert all(o.start <= n < o.start + len(o.samples) for o in audio for n in o.onsets)
     expected = [int(np.ceil(t * tier.sample_rate - 1e-9)) for t in synth.event_times_s]
     assert onsets == sorted(expected) and onsets
+
+
+def test_a_larger_velocity_jump_is_a_larger_impulse(tier: ContactTier) -> None:
+    times = np.arange(20) / 30
+    estimates = []
+    for bounce in (2.0, 8.0):
+        y = np.where(np.arange(20) < 10, 3.0 * np.arange(20), 30.0 - bounce * (np.arange(20) - 10))
+        pixels = np.stack([np.full(20, 50.0), y], axis=1)
+        cues = strength.features(times, pixels, np.full(20, 4.0), 9, tier.head_config, tier.height)
+        estimates.append(tier.strength.impulse(cues, 0, len(tier.materials)))
+    assert estimates[0] < estimates[1]

@@ -1,9 +1,9 @@
 """Contact events -> audio, with each attack on its sample.
 
-An event (time, strength, material) sounds as its material's voice: damped sinusoids (the modes)
+An event (time, impulse, material) sounds as its material's voice: damped sinusoids (the modes)
 and a short noise click, all starting at the event's exact time, sub-sample phase included, the
 way the simulator's sound model makes an impact (engines.audio.modal). Level is the material's
-loudness times strength ** impulse_exponent (a harder hit is louder, in every clip); hardness
+loudness times impulse ** impulse_exponent (a harder hit is louder, in every clip); hardness
 (contact_ms) low-passes the modes and the click, so rubber thuds and steel clicks.
 
 Streaming: `add` an event once it is decided, `take(n)` the next n samples. The renderer keeps
@@ -28,11 +28,11 @@ CLICK_FLOOR_S = 3e-4
 
 @dataclass(frozen=True)
 class Event:
-    """A contact sound: time in seconds from the first frame, strength (1 = a typical hit),
-    material index (the tier's material order)."""
+    """A contact sound: time in seconds from the first frame, impulse (N s), material index
+    (the tier's material order)."""
 
     time_s: float
-    strength: float
+    impulse: float
     material: int
 
 
@@ -50,7 +50,7 @@ class EventRenderer:
                 f"event at {event.time_s:.6f} s starts before sample {self.taken} already taken"
             )
         voice = self.spec.voices[event.material]
-        level = voice.loudness * max(event.strength, 0.0) ** self.spec.impulse_exponent
+        level = voice.loudness * max(event.impulse, 0.0) ** self.spec.impulse_exponent
         rng = np.random.default_rng([self.seed, self.count])
         self.count += 1
         sound = level * self._voice(voice, start / self.sample_rate - event.time_s, rng)

@@ -17,9 +17,8 @@ once frame n is in, the audio before that bound for the next interval is final a
 `finish` decides the intervals the lookahead still held back (the frames after the clip count as
 missing) and ends the track at the clip's duration.
 
-Strength: the velocity jump the arcs fit at the interval (service.pipeline.contacts.geometry), in
-the object's own radii per second, so a far object's hit is not quieter than a near one's;
-REFERENCE_JUMP of them is strength 1. Material: the track's material probabilities, averaged.
+Strength: the contact's impulse as service.pipeline.contacts.strength estimates it from the
+track. Material: the track's material probabilities, averaged over the frames around it.
 
 Memory: tracks keep the frames the head reads (features.history), the renderer the rings it has
 started. Deterministic; not thread-safe (one instance per stream).
@@ -33,18 +32,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.pipeline.backends.base import Backend
+from service.pipeline.contacts import strength
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, track_features
-from service.pipeline.contacts.geometry import fit_split_arcs, narrowed, noise_level, windows
 from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
 
 MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
-REFERENCE_JUMP = 40.0  # radii per second of velocity change: a typical floor impact
-STRENGTH_ARC_FRAMES = 4
 
 
 @dataclass
@@ -194,16 +191,17 @@ class ContactSynth:
                 self.renderer.add(f.event)
 
     def _event(self, track: Track, k: int, when: float, probability: float) -> FiredEvent:
-        times = np.asarray(track.times_s)
-        pixels = np.stack(track.xy)
-        w = windows(times, pixels, self.config.context, self.config.lookahead, np.array([k]))
-        noise = noise_level(times, pixels, self.config.lookahead, np.array([k]))
-        fit = fit_split_arcs(narrowed(w, STRENGTH_ARC_FRAMES), noise / 4.9).fit
-        radius = max(float(np.median(track.radius[max(0, k - 4) : k + 2])), 0.5)
-        jump = float(fit.change[0]) / float(w.dt[0]) / radius
-        materials = np.mean(track.materials[max(0, k - 8) : k + 2], axis=0)
-        event = Event(max(when, 0.0), jump / REFERENCE_JUMP, int(np.argmax(materials)))
-        return FiredEvent(event, track.id, probability)
+        cues = strength.features(
+            np.asarray(track.times_s),
+            np.stack(track.xy),
+            np.asarray(track.radius),
+            k,
+            self.config,
+            self.tier.height,
+        )
+        material = int(np.argmax(np.mean(track.materials[max(0, k - 8) : k + 2], axis=0)))
+        impulse = self.tier.strength.impulse(cues, material, len(self.tier.materials))
+        return FiredEvent(Event(max(when, 0.0), impulse, material), track.id, probability)
 
     def _final_s(self) -> float:
         """Audio before this time can no longer change: the next interval any track decides

@@ -8,6 +8,7 @@ written by engines.export.contacts):
     head       features [N, F] (service.pipeline.contacts.features) -> probability [N] that a
                contact happens in the interval, u [N]: when, in units of the interval from its
                start
+    strength   weights of the impulse estimate (service.pipeline.contacts.strength)
     renderer   per object material: its modes, hardness and loudness (service.pipeline.contacts
                .render)
 
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from service.pipeline.contacts.features import HeadConfig
+from service.pipeline.contacts.strength import NAMES, StrengthModel
 from service.pipeline.contract import StageSpec, _digest
 
 KIND = "contacts"
@@ -56,6 +58,7 @@ class ContactTier:
     localiser: StageSpec
     head: StageSpec
     head_config: HeadConfig
+    strength: StrengthModel
     renderer: RendererSpec
     digest: str = ""
     kind: str = KIND
@@ -81,7 +84,9 @@ def is_contact_tier(models_dir: Path, tier: str) -> bool:
     return config.is_file() and json.loads(config.read_text()).get("kind") == KIND
 
 
-def load_contact_tier(models_dir: Path, tier: str) -> ContactTier:
+def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> ContactTier:
+    """`strength=False`: the tier before its impulse estimate is fitted (the fitter's own use;
+    every event then has impulse 1)."""
     path = Path(models_dir) / tier
     config_file = path / "config.json"
     if not config_file.is_file():
@@ -91,6 +96,12 @@ def load_contact_tier(models_dir: Path, tier: str) -> ContactTier:
         raise ValueError(f"tier {tier!r} is not a {KIND} tier")
     stages, video = raw["stages"], raw["video"]
     render = stages["renderer"]
+    fitted = "strength" in stages and tuple(stages["strength"]["features"]) == NAMES
+    if strength and not fitted:
+        raise ValueError(
+            f"tier {tier!r}: no impulse estimate for these features in {config_file} "
+            "(python -m engines.tracks.strength --write)"
+        )
     voices = tuple(
         Voice(
             v["material"],
@@ -112,6 +123,9 @@ def load_contact_tier(models_dir: Path, tier: str) -> ContactTier:
         localiser=_stage("localiser", stages["localiser"]),
         head=_stage("head", stages["head"]),
         head_config=HeadConfig(**stages["head"]["config"]),
+        strength=StrengthModel(
+            tuple(stages["strength"]["weights"]) if fitted else (0.0,) * (len(NAMES) + len(voices))
+        ),
         renderer=RendererSpec(
             voices,
             float(render["gain"]),
