@@ -30,8 +30,9 @@ from service.pipeline.contacts.geometry import (
     NOISE_PER_SIGMA,
     fit_arcs,
     fit_split_arcs,
-    narrowed,
+    masked,
     noise_level,
+    stacked,
     windows,
 )
 
@@ -68,11 +69,20 @@ def track_features(
     """One track: times (N,) s, pixels (N, 2) model px (NaN = not detected) -> features
     (N-1, config.features) float32 (or of the intervals `rows` only), row k from frames
     <= k+1+lookahead only."""
+    return tracks_features([(times_s, pixels, rows)], config)
+
+
+def tracks_features(
+    tracks: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], config: HeadConfig
+) -> np.ndarray:
+    """`track_features` of several tracks' (times, pixels, rows), one after another, with the
+    numpy work done once for all of them (a live stream's tracks at one frame)."""
     la, ctx = config.lookahead, config.context
-    n = len(times_s)
-    if n < 2:
+    tracks = [t for t in tracks if len(t[0]) >= 2]
+    if not tracks:
         return np.zeros((0, config.features), np.float32)
-    w = windows(times_s, pixels, ctx, la, rows)  # (K, W)
+    w = stacked([windows(times, pixels, ctx, la, rows) for times, pixels, rows in tracks])
+    noise = np.concatenate([noise_level(times, pixels, la, rows) for times, pixels, rows in tracks])
     k = len(w.dt)
     # Interval lengths of the window relative to interval k's.
     dt_w = np.diff(w.s, axis=1)  # (K, W-1) in units of dt_k
@@ -86,16 +96,17 @@ def track_features(
         slog(vel).reshape(k, -1),
         slog(dvel).reshape(k, -1),
     ]
-    for frames in ARC_FRAMES:
-        fit = fit_arcs(narrowed(w, frames))
+    # The arcs over 3, 4, 6 and 8 frames in one call: windows masked to each length, stacked.
+    fits = fit_arcs(stacked([masked(w, frames) for frames in ARC_FRAMES]))
+    for i in range(len(ARC_FRAMES)):
+        rows_i = slice(i * k, (i + 1) * k)
         parts += [
-            slog(fit.change)[:, None],
-            np.clip(fit.u_raw, -1.0, 2.0)[:, None],
-            slog(fit.residual, 0.1)[:, None],
-            fit.ok[:, None].astype(np.float64),
-            slog(fit.e).reshape(k, -1),
+            slog(fits.change[rows_i])[:, None],
+            np.clip(fits.u_raw[rows_i], -1.0, 2.0)[:, None],
+            slog(fits.residual[rows_i], 0.1)[:, None],
+            fits.ok[rows_i, None].astype(np.float64),
+            slog(fits.e[rows_i]).reshape(k, -1),
         ]
-    noise = noise_level(times_s, pixels, la, rows)
     if config.split:
         split = fit_split_arcs(w, noise / NOISE_PER_SIGMA)
         fit = split.fit

@@ -80,6 +80,29 @@ def windows(
     return Windows(s, xy, valid, dt, t[k], before, lookahead)
 
 
+def masked(w: Windows, before: int) -> Windows:
+    """The same windows with only the last `before` frames before the interval counted: what
+    `fit_arcs` makes of it equals what it makes of `narrowed(w, before)`, but windows masked to
+    different lengths can be fitted in one call (`np.concatenate` their fields)."""
+    if not 1 <= before <= w.before:
+        raise ValueError(f"cannot mask {w.before} frames to {before}")
+    keep = np.arange(w.s.shape[1]) >= w.before - before
+    valid = w.valid & keep[None, :]
+    return Windows(
+        w.s, np.where(valid[..., None], w.xy, 0.0), valid, w.dt, w.t0, w.before, w.lookahead
+    )
+
+
+def stacked(parts: list[Windows]) -> Windows:
+    """Windows of the same shape, one after another (K summed)."""
+    first = parts[0]
+    return Windows(
+        *(np.concatenate([getattr(p, f) for p in parts]) for f in ("s", "xy", "valid", "dt", "t0")),
+        first.before,
+        first.lookahead,
+    )
+
+
 def narrowed(w: Windows, before: int) -> Windows:
     """The same windows with only the last `before` frames before the interval: equal to
     `windows(..., before, ...)` of the same track, without recomputing them."""
@@ -187,23 +210,23 @@ def fit_split_arcs(w: Windows, noise_px: np.ndarray | None = None, ridge: float 
     b = w.before
     s_b, xy_b = w.s[:, :b], w.xy[:, :b]
     v_b = w.valid[:, :b].astype(np.float64)
-    fits = []
-    for split in range(b - 1):  # 0: no split; else columns < split are the old segment
-        old = np.broadcast_to((np.arange(b) < split).astype(np.float64), s_b.shape)
-        new = 1.0 - old
-        basis = np.stack([old, s_b * old, new, s_b * new, s_b**2], axis=-1)  # (K, b, 5)
-        gram = np.einsum("kbi,kb,kbj->kij", basis, v_b, basis)
-        gram += np.diag([1e-6, 1e-6, 1e-9, 1e-9, ridge])[None]
-        rhs = np.einsum("kbi,kb,kbc->kic", basis, v_b, xy_b)
-        coef = np.linalg.solve(gram, rhs)  # (K, 5, 2)
-        rss = (((xy_b - np.einsum("kbi,kic->kbc", basis, coef)) ** 2).sum(-1) * v_b).sum(1)
-        fits.append((rss, coef[:, [2, 3, 4]]))
-    rss_all = np.stack([f[0] for f in fits], axis=1)  # (K, b-1)
+    # Every split at once: split 0 is none; else columns < split are the old segment.
+    old = (np.arange(b)[None, :] < np.arange(b - 1)[:, None]).astype(np.float64)  # (S, b)
+    old = np.broadcast_to(old[:, None, :], (b - 1, *s_b.shape))  # (S, K, b)
+    new = 1.0 - old
+    s_s = np.broadcast_to(s_b, old.shape)
+    basis = np.stack([old, s_s * old, new, s_s * new, s_s**2], axis=-1)  # (S, K, b, 5)
+    gram = np.einsum("skbi,kb,skbj->skij", basis, v_b, basis)
+    gram += np.diag([1e-6, 1e-6, 1e-9, 1e-9, ridge])
+    rhs = np.einsum("skbi,kb,kbc->skic", basis, v_b, xy_b)
+    coefs = np.linalg.solve(gram, rhs)  # (S, K, 5, 2)
+    resid = xy_b[None] - np.einsum("skbi,skic->skbc", basis, coefs)
+    rss_all = ((resid**2).sum(-1) * v_b[None]).sum(-1).T  # (K, S)
     # A split must beat the whole arc clearly: its 4 extra parameters fit noise too.
     sigma = np.zeros(len(w.dt)) if noise_px is None else np.asarray(noise_px, np.float64)
     penalty = np.where(np.arange(b - 1)[None, :] > 0, 1e-3 + 12.0 * sigma[:, None] ** 2, 0.0)
     best = np.argmin(rss_all + penalty, axis=1)
-    coef = np.stack([f[1] for f in fits], axis=1)[np.arange(len(best)), best]  # (K, 3, 2)
+    coef = coefs[best, np.arange(len(best))][:, [2, 3, 4]]  # (K, 3, 2)
     e, jump, change, u, n_a = _after(w, coef)
     n_new = (v_b * (np.arange(b)[None, :] >= best[:, None])).sum(1)
     ok = (n_new >= 2) & (n_a >= 2) & w.valid[:, b - 1]

@@ -35,7 +35,7 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts import strength
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.contacts.events import MERGE_S
-from service.pipeline.contacts.features import history, track_features
+from service.pipeline.contacts.features import history, tracks_features
 from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
@@ -159,13 +159,13 @@ class ContactSynth:
             times = np.asarray(track.times_s)
             pixels = np.stack(track.xy)
             ks = np.arange(max(first, 0), newest + 1)
-            rows.append(track_features(times, pixels, self.config, ks))
+            rows.append((times, pixels, ks))
             owners.append((track, state, ks))
             state.decided = newest + state.trimmed
         if not rows:
             return
         with self.timer("head"):
-            out = self.backend.run("head", {"features": np.concatenate(rows)})
+            out = self.backend.run("head", {"features": tracks_features(rows, self.config)})
         probability, u = out["probability"].astype(np.float64), out["u"].astype(np.float64)
         fired: list[FiredEvent] = []
         i = 0
