@@ -4,7 +4,8 @@ the samples where contact sounds start.
 
 - `FrameRateRunner` (kind "frames"): each stream's frames mapped to the model's rate by
   timestamp, then every stage once for all streams of the batch (StreamRunner).
-- `ContactRunner` (kind "contacts"): each stream's ContactSynth; its frames at their own times.
+- `ContactRunner` (kind "contacts"): each stream's ContactSynth at its frames' own times, the
+  localiser once for all streams of the batch.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from service.pipeline.backends.base import Backend
-from service.pipeline.contacts.synth import ContactSynth
+from service.pipeline.contacts.synth import ContactSynth, locate
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
 from service.pipeline.preprocess import FrameResampler
@@ -122,10 +123,15 @@ class ContactRunner:
     def push(
         self, streams: list[ContactSynth], frames: list[tuple[np.ndarray, np.ndarray]]
     ) -> list[LiveChunk]:
-        return [
-            self._chunk(s, lambda s=s, f=f: s.push(*f))
-            for s, f in zip(streams, frames, strict=True)
-        ]
+        """The localiser runs once for every stream's frames of the batch."""
+        prepared = [s.prepare(*f) for s, f in zip(streams, frames, strict=True)]
+        ready = [i for i, f in enumerate(prepared) if f is not None]
+        found = locate(self.backend, [prepared[i] for i in ready]) if ready else []
+        out = [LiveChunk(np.zeros(0, np.float32), [])] * len(streams)
+        for i, objects in zip(ready, found, strict=True):
+            synth, f = streams[i], prepared[i]
+            out[i] = self._chunk(synth, lambda synth=synth, f=f, o=objects: synth.follow(f, o))
+        return out
 
     def finish(self, streams: list[ContactSynth], durations_s: list[float]) -> list[LiveChunk]:
         return [

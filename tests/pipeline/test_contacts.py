@@ -20,6 +20,7 @@ from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track
 from service.preview import protocol as p
+from service.preview.runners import ContactRunner
 from service.preview.worker import AudioOut, EndOut, PreviewWorker
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
@@ -198,3 +199,24 @@ def test_a_larger_velocity_jump_is_a_larger_impulse(tier: ContactTier) -> None:
         cues = strength.features(times, pixels, np.full(20, 4.0), 9, tier.head_config, tier.height)
         estimates.append(tier.strength.impulse(cues, 0, len(tier.materials)))
     assert estimates[0] < estimates[1]
+
+
+def test_two_live_sessions_share_the_localiser_and_keep_their_tracks(
+    tier: ContactTier, backend: Backend
+) -> None:
+    """Two streams pushed together (one localiser call) give what each gives alone."""
+    pts, rgb = _decode(SAMPLE, tier)
+    pts, rgb = pts[:60], rgb[:60]
+    alone, _ = _run(tier, backend, pts, rgb, [1] * 59, 2.0)
+    runner = ContactRunner(tier, backend)
+    a, b = runner.open(), runner.open()
+    out_a, out_b = [], []
+    for k in range(60):
+        # b sees the clip mirrored: other objects, other tracks
+        chunk_a, chunk_b = runner.push(
+            [a, b], [(pts[k : k + 1], rgb[k : k + 1]), (pts[k : k + 1], rgb[k : k + 1, :, ::-1])]
+        )
+        out_a.append(chunk_a.audio)
+        out_b.append(chunk_b.audio)
+    out_a += [c.audio for c in runner.finish([a], [2.0])]
+    np.testing.assert_allclose(np.concatenate(out_a), alone, atol=1e-6)

@@ -26,6 +26,7 @@ started. Deterministic; not thread-safe (one instance per stream).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -50,6 +51,24 @@ class _TrackState:
     last_probability: float = 0.0
     last_event_s: float = -np.inf
     trimmed: int = 0  # rows the tracker dropped from the front
+
+
+@dataclass(frozen=True)
+class Frames:
+    """Frames of one push, ready for the localiser: times from the stream's first frame, which
+    are shot cuts, and the localiser's inputs."""
+
+    times: np.ndarray
+    cut: np.ndarray
+    inputs: dict[str, np.ndarray]
+
+
+def locate(backend: Backend, frames: list[Frames]) -> list[dict[str, np.ndarray]]:
+    """The localiser once for several streams' frames; each stream's objects."""
+    inputs = {k: np.concatenate([f.inputs[k] for f in frames]) for k in ("frames", "previous")}
+    found = backend.run("localiser", inputs)
+    bounds = np.cumsum([0] + [len(f.times) for f in frames])
+    return [{k: v[a:b] for k, v in found.items()} for a, b in itertools.pairwise(bounds)]
 
 
 @dataclass(frozen=True)
@@ -90,8 +109,18 @@ class ContactSynth:
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> list[np.ndarray]:
         """Runs at once (not lazily): the audio that became final."""
-        if not len(pts_s):
+        frames = self.prepare(pts_s, rgb)
+        if frames is None:
             return []
+        with self.timer("localiser"):
+            found = self.backend.run("localiser", frames.inputs)
+        return self.follow(frames, found)
+
+    def prepare(self, pts_s: np.ndarray, rgb: np.ndarray) -> Frames | None:
+        """The localiser's input for these frames (`push` in two halves, so a caller can run
+        the localiser once for several streams: `locate`)."""
+        if not len(pts_s):
+            return None
         if self.t0 is None:
             self.t0 = float(pts_s[0])
         times = np.asarray(pts_s, np.float64) - self.t0
@@ -104,11 +133,13 @@ class ContactSynth:
             previous = np.concatenate([before, x[:-1]])
             previous[cut] = x[cut]  # no motion across a cut
             self.previous = x[-1]
-        with self.timer("localiser"):
-            found = self.backend.run("localiser", {"frames": x, "previous": previous})
+        return Frames(times, cut, {"frames": x, "previous": previous})
+
+    def follow(self, frames: Frames, found: dict[str, np.ndarray]) -> list[np.ndarray]:
+        """The second half of `push`: the localiser's objects into tracks, events, audio."""
         with self.timer("contacts"):
-            for k, t in enumerate(times):
-                if cut[k]:
+            for k, t in enumerate(frames.times):
+                if frames.cut[k]:
                     self._end_tracks()
                 self.tracker.update(
                     float(t),
