@@ -31,8 +31,9 @@ def test_onset_f1_at_every_frame_rate(real_engine, scenes: str) -> None:
     assert rendered.f1 >= FLOORS[scenes], summary(results)
 
 
-# The `objects` tier on the same seeds (measured: OBJECTS_MEASURED; docs/model-card.md, Sync).
-OBJECTS_FLOORS = {"fresh": 0.0, "holdout": 0.0}
+# The `objects` tier on the same seeds, a sampling error under what it measures (0.741 fresh,
+# 0.483 held out; docs/model-card.md, Sync); its attacks land on the fired events.
+OBJECTS_FLOORS = {"fresh": 0.55, "holdout": 0.3}
 
 
 @pytest.mark.parametrize("scenes", ["fresh", "holdout"])

@@ -25,7 +25,7 @@ RIDGE = 1e-2
 
 
 def samples(clips: int, tier_name: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(features + material one-hot (S, F), log impulse (S,), held out (S,) bool)."""
+    """(the model's inputs (S, F), log impulse (S,), held out (S,) bool)."""
     tier = load_contact_tier(ARTIFACTS, tier_name, strength=False)
     materials = len(tier.materials)
     xs, ys, held = [], [], []
@@ -36,8 +36,7 @@ def samples(clips: int, tier_name: str) -> tuple[np.ndarray, np.ndarray, np.ndar
                 t.times_s, t.pixels, item.radius, int(k), tier.head_config, tier.height
             )
             material = item.materials[max(0, k - 8) : k + 2].mean(axis=0)
-            onehot = np.eye(materials)[int(np.argmax(material))]
-            xs.append(np.concatenate([f, onehot]))
+            xs.append(strength.design(f, int(np.argmax(material)), materials))
             ys.append(np.log(float(item.impulse[k])))
             held.append(item.seed % 5 == 0)
     return np.array(xs), np.array(ys), np.array(held)

@@ -28,6 +28,7 @@ from service.api.auth import valid_key
 from service.api.errors import validation_reason
 from service.api.state import ServiceState
 from service.errors import FoleyError
+from service.pipeline.contacts.tier import ContactTier
 from service.preview import protocol as p
 from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
 
@@ -141,14 +142,19 @@ def _max_frame_bytes(state: ServiceState) -> int:
 
 def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Ready:
     tier, config = worker.tier, session.config
+    if isinstance(tier, ContactTier):
+        fps, per_frame, lookahead = None, None, tier.head_config.lookahead + 2
+    else:
+        fps, per_frame = tier.fps, config.sample_rate // tier.fps
+        lookahead = tier.generator.right_context
     return p.Ready(
         session=session.id,
         tier=tier.name,
         model_version=tier.version,
-        model_fps=tier.fps,
+        model_fps=fps,
         sample_rate=config.sample_rate,
-        samples_per_frame=config.sample_rate // tier.fps,
-        lookahead_frames=tier.generator.right_context,
+        samples_per_frame=per_frame,
+        lookahead_frames=lookahead,
         width=config.width,
         height=config.height,
         pixel_format=config.pixel_format,

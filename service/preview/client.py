@@ -60,15 +60,16 @@ class Report:
     error: dict | None = None
     close_code: int | None = None
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set on every message
+    sent_pts: list[float] = field(default_factory=list)  # from the first frame's
     finished: bool = False  # the server ended the session
 
     def frames_back(self) -> int:
-        """Model frames of audio received, counting the lookahead as answered."""
+        """Frames of audio received, counting the lookahead as answered."""
         if not self.audio:
             return 0
         last = self.audio[-1]
-        spf = self.ready["samples_per_frame"]
-        return (last.start + len(last.samples)) // spf + self.ready["lookahead_frames"]
+        end = last.start + len(last.samples)
+        return _frames_up_to(self.ready, self.sent_pts, end) + self.ready["lookahead_frames"]
 
     @property
     def samples(self) -> np.ndarray:
@@ -158,6 +159,7 @@ async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: li
                 payload = rgb.tobytes() if jpeg is None else _jpeg_bytes(jpeg, rgb)
                 sent.append((pts, time.perf_counter()))
                 report.sends.append(sent[-1][1])
+                report.sent_pts.append(pts - sent[0][0])
                 try:
                     await ws.send(p.pack_frame(report.frames_sent, pts, payload))
                 except ConnectionClosed:
@@ -169,6 +171,14 @@ async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: li
 def _jpeg_bytes(codec: av.CodecContext, rgb: np.ndarray) -> bytes:
     frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
     return b"".join(bytes(packet) for packet in codec.encode(frame))
+
+
+def _frames_up_to(ready: dict, sent_pts: list[float], end_sample: int) -> int:
+    """Frames whose audio ends by `end_sample`: model frames for a frame-rate tier, else the
+    sent frames before that time."""
+    if ready["samples_per_frame"] is not None:
+        return end_sample // ready["samples_per_frame"]
+    return bisect.bisect_left(sent_pts, end_sample / ready["sample_rate"] - 1e-6)
 
 
 async def _receive(ws, report: Report, sent: list, options: ClientOptions) -> None:
@@ -189,10 +199,13 @@ async def _receive(ws, report: Report, sent: list, options: ClientOptions) -> No
                     report.first_audio_ms = (now - sent[0][1]) * 1000
                 elif now > play_start + chunk.start / rate:
                     report.underruns += 1
-                # The frame that completed this chunk: `ahead` model frames past its end.
-                last = (chunk.start + len(chunk.samples)) // spf - 1
-                due_pts = sent[0][0] + (last + ahead) / fps - 1e-4
-                k = bisect.bisect_left(sent, due_pts, key=lambda s: s[0])
+                # The frame that completed this chunk: `ahead` frames past its end.
+                end = chunk.start + len(chunk.samples)
+                if fps is None:
+                    k = _frames_up_to(ready, report.sent_pts, end) - 1 + ahead
+                else:
+                    due_pts = sent[0][0] + (end // spf - 1 + ahead) / fps - 1e-4
+                    k = bisect.bisect_left(sent, due_pts, key=lambda s: s[0])
                 if k < len(sent):
                     report.latency_ms.append((now - sent[k][1]) * 1000)
                 continue

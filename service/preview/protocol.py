@@ -81,10 +81,13 @@ class Ready(_Message):
     protocol: int = PROTOCOL_VERSION
     tier: str
     model_version: str
-    model_fps: int
+    # A frame-rate tier: the model's rate; its audio of model frame k comes once frame k +
+    # lookahead_frames is in. A contacts tier (frames at their own times): null, and the audio up
+    # to a frame's time comes once lookahead_frames more frames are in.
+    model_fps: int | None
     sample_rate: int
-    samples_per_frame: int  # at `sample_rate`: a model frame's worth of audio
-    lookahead_frames: int  # audio of frame k comes once frame k + lookahead is in
+    samples_per_frame: int | None  # at `sample_rate`: a model frame's worth of audio
+    lookahead_frames: int
     width: int
     height: int
     pixel_format: str

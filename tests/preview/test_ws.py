@@ -274,3 +274,44 @@ def test_a_frame_over_the_size_limit_is_refused(real_engine) -> None:
             ws.send_bytes(p.pack_frame(0, 0.0, b"\x00" * (96 * 96 * 3 + 1)))
             assert _error(ws)["code"] == "frame_too_large"
             assert _close_code(ws) == p.CLOSE_TOO_BIG
+
+
+def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) -> None:
+    """A contacts tier over the WebSocket: frames at their own times (no model rate), the
+    streamed track is the offline render's, and each onset is where an event was fired."""
+    tier = objects_engine.tier
+    with open_video(
+        SAMPLE,
+        width=tier.width,
+        height=tier.height,
+        limits=DecodeLimits.from_settings(Settings()),
+        letterbox=True,
+    ) as s:
+        frames = [(float(t), rgb) for b in s for t, rgb in zip(b.pts_s, b.rgb, strict=True)]
+    with _client(objects_engine) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as ws:
+            ws.send_text(
+                json.dumps(
+                    {"type": "config", "width": tier.width, "height": tier.height, "fps": 30}
+                )
+            )
+            ready = json.loads(ws.receive_text())
+            assert ready["model_fps"] is None and ready["samples_per_frame"] is None
+            assert ready["lookahead_frames"] == tier.head_config.lookahead + 2
+            got = Received()
+            for i, (t, rgb) in enumerate(frames):
+                ws.send_bytes(p.pack_frame(i, t, rgb.tobytes()))
+                if i >= 4:  # from the fifth frame on, each frame makes audio final
+                    while not isinstance(got.take(ws), p.AudioMessage):
+                        pass
+            ws.send_text(json.dumps({"type": "end"}))
+            while not (isinstance(e := got.take(ws), dict) and e["type"] == "end"):
+                pass
+    result = objects_engine.render(SAMPLE, tmp_path / "offline.wav", RenderOptions(format="wav"))
+    offline, rate = read_audio(tmp_path / "offline.wav")
+    streamed = got.samples
+    assert rate == 48000 and len(streamed) == len(offline)
+    np.testing.assert_allclose(streamed, offline, atol=2 / 32768)
+    onsets = [e["sample"] for e in got.of("onset")]
+    assert onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]

@@ -4,9 +4,10 @@ The renderer makes an event as loud as the simulator makes an impact of that imp
 (level ~ loudness * impulse ** 0.8), so level follows the impulse when the estimate does.
 
 The picture gives the velocity jump and the object's apparent radius in pixels, both scaled by
-the camera's distance; impulse is mass times velocity change. A linear model in logs over a few
-such cues (`features`) is fitted on the localiser's real tracks of simulated scenes
-(engines.tracks.strength) and shipped as weights in the tier's config: log impulse = w . f + b.
+the camera's distance; impulse is mass times velocity change. A model linear in the cues
+(`features`), their squares and products and the material (`design`) is fitted for the log of the
+impulse on the localiser's real tracks of simulated scenes (engines.tracks.strength) and shipped
+as weights in the tier's config.
 """
 
 from __future__ import annotations
@@ -20,19 +21,26 @@ from service.pipeline.contacts.geometry import fit_split_arcs, narrowed, noise_l
 
 ARC_FRAMES = 4
 NOISE_PER_SIGMA = 4.9
-NAMES = ("log_jump_px_s", "log_radius_px", "y", "log_speed_px_s", "bias")
+NAMES = ("log_jump_px_s", "log_radius_px", "y", "log_speed_px_s", "quadratic", "material")
+
+
+def design(cues: np.ndarray, material: int, materials: int) -> np.ndarray:
+    """The model's inputs: the cues, every product of two of them (squares included), and the
+    material one-hot (which carries the constant)."""
+    i, j = np.triu_indices(len(cues))
+    onehot = np.zeros(materials)
+    onehot[material] = 1.0
+    return np.concatenate([cues, cues[i] * cues[j], onehot])
 
 
 @dataclass(frozen=True)
 class StrengthModel:
-    """log impulse = weights . [features, material one-hot]; `materials` columns follow."""
+    """log impulse = weights . design(cues, material)."""
 
     weights: tuple[float, ...]
 
-    def impulse(self, features: np.ndarray, material: int, materials: int) -> float:
-        onehot = np.zeros(materials)
-        onehot[material] = 1.0
-        x = np.concatenate([features, onehot])
+    def impulse(self, cues: np.ndarray, material: int, materials: int) -> float:
+        x = design(cues, material, materials)
         return float(np.exp(np.clip(np.dot(self.weights, x), -12.0, 4.0)))
 
 
@@ -59,6 +67,5 @@ def features(
             np.log(r),
             y,
             np.log(max(float(fit.speed[0]) / dt, 1.0)),
-            1.0,
         ]
     )

@@ -21,8 +21,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from service.pipeline.contacts.features import HeadConfig
-from service.pipeline.contacts.strength import NAMES, StrengthModel
+from service.pipeline.contacts.strength import NAMES, StrengthModel, design
 from service.pipeline.contract import StageSpec, _digest
 
 KIND = "contacts"
@@ -124,7 +126,9 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
         head=_stage("head", stages["head"]),
         head_config=HeadConfig(**stages["head"]["config"]),
         strength=StrengthModel(
-            tuple(stages["strength"]["weights"]) if fitted else (0.0,) * (len(NAMES) + len(voices))
+            tuple(stages["strength"]["weights"])
+            if fitted
+            else (0.0,) * len(design(np.zeros(4), 0, len(voices)))
         ),
         renderer=RendererSpec(
             voices,

@@ -81,11 +81,20 @@ async function start() {
   ws.onclose = (e) => { if (!state.ended && !state.error) fail(`connection closed (${e.code}) ${e.reason}`); };
 
   function latencyOf(endSample, s) {
-    // The chunk ending here was completed by the frame `lookahead` model frames after its end.
+    // The chunk ending here was completed by the frame `lookahead` frames after its end (model
+    // frames for a frame-rate tier; sent frames for a contacts tier, whose model_fps is null).
     // Chunks come in order, so the search goes on from where the last one stopped.
-    const due = (endSample / s.samples_per_frame - 1 + s.lookahead_frames) / s.model_fps;
-    while (completing < sent.length && sent[completing][0] - t0 < due - 1e-4) completing++;
-    if (completing < sent.length) state.latency.push(performance.now() - sent[completing][1]);
+    let k;
+    if (s.model_fps) {
+      const due = (endSample / s.samples_per_frame - 1 + s.lookahead_frames) / s.model_fps;
+      while (completing < sent.length && sent[completing][0] - t0 < due - 1e-4) completing++;
+      k = completing;
+    } else {
+      const end = endSample / s.sample_rate;
+      while (completing < sent.length && sent[completing][0] - t0 < end - 1e-6) completing++;
+      k = completing + s.lookahead_frames - 1;
+    }
+    if (k < sent.length) state.latency.push(performance.now() - sent[k][1]);
   }
 
   function onFrame(now, meta) {
