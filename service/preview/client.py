@@ -202,7 +202,7 @@ async def _receive(ws, report: Report, sent: list, options: ClientOptions) -> No
                 # The frame that completed this chunk: `ahead` frames past its end.
                 end = chunk.start + len(chunk.samples)
                 if fps is None:
-                    k = _frames_up_to(ready, report.sent_pts, end) - 1 + ahead
+                    k = _frames_up_to(ready, report.sent_pts, end) + ahead
                 else:
                     due_pts = sent[0][0] + (end // spf - 1 + ahead) / fps - 1e-4
                     k = bisect.bisect_left(sent, due_pts, key=lambda s: s[0])

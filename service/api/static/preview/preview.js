@@ -92,7 +92,7 @@ async function start() {
     } else {
       const end = endSample / s.sample_rate;
       while (completing < sent.length && sent[completing][0] - t0 < end - 1e-6) completing++;
-      k = completing + s.lookahead_frames - 1;
+      k = completing + s.lookahead_frames;
     }
     if (k < sent.length) state.latency.push(performance.now() - sent[k][1]);
   }
