@@ -17,10 +17,9 @@ import numpy as np
 from engines.audio.contact import render_track
 from engines.audio.modal import render_impact
 from engines.sim.types import Impact, SimClip
+from service.pipeline.contacts.render import soft_limit  # the service renders with the same
 
 GAIN = 0.15
-LIMIT_KNEE = 0.9
-LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
 
 
 def impact_sounds(
@@ -52,17 +51,3 @@ def synthesize(clip: SimClip, *, sample_rate: int = 48000, seed: int = 0) -> np.
             rng=np.random.default_rng([seed, 4, i]),
         )
     return soft_limit(GAIN * out).astype(np.float32)
-
-
-def soft_limit(
-    x: np.ndarray, knee: float = LIMIT_KNEE, ceiling: float = LIMIT_CEILING
-) -> np.ndarray:
-    """Identity for |x| <= knee; above, tanh-compressed towards `ceiling` (never reaching it
-    by more than float rounding). Monotonic and continuous in slope at the knee."""
-    over = np.abs(x) > knee
-    if not over.any():
-        return x
-    y = x.copy()
-    head = ceiling - knee
-    y[over] = np.sign(x[over]) * (knee + head * np.tanh((np.abs(x[over]) - knee) / head))
-    return y

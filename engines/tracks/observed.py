@@ -34,8 +34,9 @@ from engines.tracks.train import TrainTrack
 from engines.train.localiser import CLIP_S, RATES, cached_clip
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts.cuts import CutDetector
+from service.pipeline.contacts.synth import detections
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
-from service.pipeline.contacts.tracking import Detections, Track, Tracker
+from service.pipeline.contacts.tracking import Track, Tracker
 
 log = logging.getLogger(__name__)
 MATCH_PX = 3.0
@@ -83,15 +84,7 @@ def observe(tier: ContactTier, backend: Backend, times: np.ndarray, rgb: np.ndar
     for k, t in enumerate(times):
         if cut[k]:
             tracker.reset()
-        tracker.update(
-            float(t),
-            Detections(
-                found["score"][k],
-                found["xy"][k].astype(np.float64),
-                found["radius"][k],
-                found["materials"][k],
-            ),
-        )
+        tracker.update(float(t), detections(found, k))
     tracker.reset()
     return tracker.ended
 

@@ -22,7 +22,7 @@ import numpy as np
 from service.pipeline.contacts.tier import RendererSpec, Voice
 
 LIMIT_KNEE = 0.9
-LIMIT_CEILING = 0.99
+LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
 CLICK_FLOOR_S = 3e-4
 
 
@@ -97,7 +97,9 @@ class EventRenderer:
 def soft_limit(
     x: np.ndarray, knee: float = LIMIT_KNEE, ceiling: float = LIMIT_CEILING
 ) -> np.ndarray:
-    """Identity for |x| <= knee; above, tanh-compressed towards `ceiling`."""
+    """Identity for |x| <= knee; above, tanh-compressed towards `ceiling` (never reaching it
+    by more than float rounding). Monotonic and continuous in slope at the knee. The simulator's
+    soundtracks (engines.audio.render) are limited by the same function."""
     over = np.abs(x) > knee
     if not over.any():
         return x

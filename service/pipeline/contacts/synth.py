@@ -63,6 +63,16 @@ class Frames:
     inputs: dict[str, np.ndarray]
 
 
+def detections(found: dict[str, np.ndarray], k: int) -> Detections:
+    """Frame k's objects from the localiser's outputs, for the tracker."""
+    return Detections(
+        found["score"][k],
+        found["xy"][k].astype(np.float64),
+        found["radius"][k],
+        found["materials"][k],
+    )
+
+
 def locate(backend: Backend, frames: list[Frames]) -> list[dict[str, np.ndarray]]:
     """The localiser once for several streams' frames; each stream's objects."""
     inputs = {k: np.concatenate([f.inputs[k] for f in frames]) for k in ("frames", "previous")}
@@ -141,15 +151,7 @@ class ContactSynth:
             for k, t in enumerate(frames.times):
                 if frames.cut[k]:
                     self._end_tracks()
-                self.tracker.update(
-                    float(t),
-                    Detections(
-                        found["score"][k],
-                        found["xy"][k].astype(np.float64),
-                        found["radius"][k],
-                        found["materials"][k],
-                    ),
-                )
+                self.tracker.update(float(t), detections(found, k))
                 self.tracker.ended.clear()
                 self.times = [*self.times[-2 - self.config.lookahead :], float(t)]
                 self.frames += 1
