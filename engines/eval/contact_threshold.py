@@ -33,7 +33,7 @@ from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 
 log = logging.getLogger(__name__)
-VALIDATION_SEED = 3_000_000
+VALIDATION_SEED = 5_000_000  # apart from every other set (bench.eval: 3_000_000)
 F1_TOLERANCE = 0.01
 THRESHOLDS = (0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5, 0.55, 0.6, 0.7, 0.8)
 
