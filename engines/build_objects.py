@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
     head.with_suffix(".json").write_bytes(trained.with_suffix(".json").read_bytes())
     export(weights, head, OBJECTS)
     strength.main(["--clips", str(LOCALISER_CLIPS), "--write"])
-    contact_threshold.main(["--write"])
+    contact_threshold.main(["--clips", "28", "--controls", "8", "--write"])
     log.info("total: %.0f s", time.perf_counter() - started)
 
 
