@@ -122,17 +122,20 @@ def labelled(
     )
 
 
-def build(clips: int, tier_name: str = "objects") -> list[ObservedTrack]:
+def build(clips: int, tier_name: str = "objects", *, first: int = 0) -> list[ObservedTrack]:
+    """The tracks of seeds first .. first + clips - 1 (the localiser trained on seeds below
+    engines.build_objects.LOCALISER_CLIPS: later seeds show its errors on unseen pictures)."""
     tier = load_contact_tier(ARTIFACTS, tier_name, strength=False)
     digest = hashlib.sha256((tier.path / tier.localiser.file).read_bytes()).hexdigest()[:12]
-    path = CACHE_DIR / "observed" / f"{digest}_{clips}.pkl"
+    name = f"{digest}_{clips}" if first == 0 else f"{digest}_{first}+{clips}"
+    path = CACHE_DIR / "observed" / f"{name}.pkl"
     if path.exists():
         with path.open("rb") as f:
             return pickle.load(f)
     backend = create_backend("onnxruntime", tier, threads=1)
     out: list[ObservedTrack] = []
     matched = total = 0
-    for seed in range(clips):
+    for seed in range(first, first + clips):
         frames, targets = cached_clip(LOCALISER_DATA, seed, False)
         fps = clip_fps(seed)
         times = [Fraction(k) / fps for k in range(math.ceil(CLIP_S * fps))]
@@ -162,8 +165,8 @@ def build(clips: int, tier_name: str = "objects") -> list[ObservedTrack]:
             )
             matched += o >= 0
             total += 1
-        if seed % 50 == 49:
-            log.info("%d clips: %d tracks, %d matched to an object", seed + 1, total, matched)
+        if (seed - first) % 50 == 49:
+            log.info("%d clips: %d tracks, %d matched", seed - first + 1, total, matched)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         pickle.dump(out, f, protocol=pickle.HIGHEST_PROTOCOL)

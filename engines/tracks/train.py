@@ -308,6 +308,12 @@ def main(argv: list[str] | None = None) -> None:
         "--observed", type=int, default=0, help="clips of the localiser's real tracks to add"
     )
     parser.add_argument("--observed-weight", type=float, default=3.0)
+    parser.add_argument(
+        "--unseen",
+        type=int,
+        default=0,
+        help="clips of real tracks on seeds the localiser never trained on (from --observed on)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(1)
@@ -325,6 +331,8 @@ def main(argv: list[str] | None = None) -> None:
         from engines.tracks.observed import build
 
         real = [t.track for t in build(args.observed)]
+        if args.unseen:
+            real += [t.track for t in build(args.unseen, first=args.observed)]
         observed = observed_batch(real, config, args.observed_weight)
         log.info(
             "%d observed intervals (%d positive)",
