@@ -8,8 +8,8 @@ Every step caches what it makes, so a stopped build continues from its last fini
 2. the localiser: LOCALISER_ROUNDS (steps, learning rate), each a one-cycle schedule starting
    from the last round's weights (runs/objects/localiser_<i>/, checkpointed every 500 steps);
 3. the localiser exported (engines.export.contacts), so the next steps run the tier's own graph;
-4. the localiser's real tracks on its training clips, labelled from the simulation
-   (engines.tracks.observed, data/tracks/observed/);
+4. the localiser's real tracks on its training clips and on UNSEEN_CLIPS clips of later seeds,
+   labelled from the simulation (engines.tracks.observed, data/tracks/observed/);
 5. the contact head on simulated tracks with detector noise plus those real tracks
    (engines.tracks.train, data/tracks/rounds/), exported with the localiser;
 6. the impulse estimate (engines.tracks.strength) and the firing threshold chosen on the whole
@@ -34,7 +34,17 @@ from engines.train import localiser
 log = logging.getLogger(__name__)
 LOCALISER_CLIPS = 720
 LOCALISER_ROUNDS = ((2000, 2e-3), (6000, 1e-3))
-HEAD = ("--minutes", "12", "--observed", str(LOCALISER_CLIPS), "--observed-weight", "3")
+UNSEEN_CLIPS = 240  # real tracks on seeds the localiser never trained on
+HEAD = (
+    "--minutes",
+    "12",
+    "--observed",
+    str(LOCALISER_CLIPS),
+    "--unseen",
+    str(UNSEEN_CLIPS),
+    "--observed-weight",
+    "3",
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     head = OBJECTS / "contact_head.pt"
     export(weights, head, OBJECTS)  # with the shipped head: step 4 reads only the localiser
     observed.build(LOCALISER_CLIPS)
+    observed.build(UNSEEN_CLIPS, first=LOCALISER_CLIPS)
     log.info("observed tracks: %.0f s", time.perf_counter() - started)
     trained = args.work / "contact_head.pt"
     if not trained.exists():
