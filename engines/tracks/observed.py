@@ -33,8 +33,7 @@ from engines.tracks.data import CACHE_DIR, film, load_scenes
 from engines.tracks.train import TrainTrack
 from engines.train.localiser import CLIP_S, RATES, cached_clip
 from service.pipeline.backends.base import Backend, create_backend
-from service.pipeline.contacts.cuts import CutDetector
-from service.pipeline.contacts.synth import detections
+from service.pipeline.contacts.synth import ContactSynth, detections
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track, Tracker
 
@@ -66,23 +65,15 @@ def clip_fps(seed: int) -> Fraction:
 
 
 def observe(tier: ContactTier, backend: Backend, times: np.ndarray, rgb: np.ndarray) -> list[Track]:
-    """Every track of a clip, as the service's stream forms them (cuts end all tracks)."""
-    cuts = CutDetector()
-    cut = np.array([cuts.push(f) for f in rgb])
-    x = rgb.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255.0)
-    previous = np.concatenate([x[:1], x[:-1]])
-    previous[cut] = x[cut]
-    found = {}
-    for start in range(0, len(x), 64):
-        part = backend.run(
-            "localiser", {"frames": x[start : start + 64], "previous": previous[start : start + 64]}
-        )
-        for key, value in part.items():
-            found.setdefault(key, []).append(value)
-    found = {key: np.concatenate(value) for key, value in found.items()}
+    """Every track of a clip, as the service's stream forms them (cuts end all tracks): the
+    stream's own preparation of the frames (ContactSynth.prepare), the tier's localiser."""
+    frames = ContactSynth(tier, backend).prepare(times, rgb)
+    if frames is None:
+        return []
+    found = backend.run("localiser", frames.inputs)
     tracker = Tracker()
     for k, t in enumerate(times):
-        if cut[k]:
+        if frames.cut[k]:
             tracker.reset()
         tracker.update(float(t), detections(found, k))
     tracker.reset()

@@ -17,10 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.pipeline.contacts.features import HeadConfig
-from service.pipeline.contacts.geometry import fit_split_arcs, narrowed, noise_level, windows
+from service.pipeline.contacts.geometry import (
+    NOISE_PER_SIGMA,
+    fit_split_arcs,
+    narrowed,
+    noise_level,
+    windows,
+)
 
 ARC_FRAMES = 4
-NOISE_PER_SIGMA = 4.9
 NAMES = ("log_jump_px_s", "log_radius_px", "y", "log_speed_px_s", "quadratic", "material")
 
 
