@@ -13,7 +13,8 @@ that follows no object is all negatives.
 
     python -m engines.tracks.observed [--clips 720]    # builds and caches the set
 
-Cached under data/tracks/observed/, keyed by the localiser graph's digest.
+Cached under data/tracks/observed/, keyed by the localiser graph's digest and the tracker's
+source (either changes the tracks).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from engines.tracks.data import CACHE_DIR, film, load_scenes
 from engines.tracks.train import TrainTrack
 from engines.train.localiser import CLIP_S, RATES, cached_clip
 from service.pipeline.backends.base import Backend, create_backend
+from service.pipeline.contacts import tracking
 from service.pipeline.contacts.synth import ContactSynth, detections
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track, Tracker
@@ -117,7 +119,9 @@ def build(clips: int, tier_name: str = "objects", *, first: int = 0) -> list[Obs
     """The tracks of seeds first .. first + clips - 1 (the localiser trained on seeds below
     engines.build_objects.LOCALISER_CLIPS: later seeds show its errors on unseen pictures)."""
     tier = load_contact_tier(ARTIFACTS, tier_name, strength=False)
-    digest = hashlib.sha256((tier.path / tier.localiser.file).read_bytes()).hexdigest()[:12]
+    digest = hashlib.sha256((tier.path / tier.localiser.file).read_bytes())
+    digest.update(Path(tracking.__file__).read_bytes())
+    digest = digest.hexdigest()[:12]
     name = f"{digest}_{clips}" if first == 0 else f"{digest}_{first}+{clips}"
     path = CACHE_DIR / "observed" / f"{name}.pkl"
     if path.exists():

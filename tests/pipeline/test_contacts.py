@@ -15,7 +15,7 @@ from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts import strength
-from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.contacts.render import CONTACT_DAMPING, DAMP_S, Event, EventRenderer
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track
@@ -86,7 +86,7 @@ def test_an_event_attacks_on_its_sample(tier: ContactTier, material: int) -> Non
 
 
 def test_the_renderer_is_the_same_in_any_chunking(tier: ContactTier) -> None:
-    events = [Event(0.05, 0.5, 1), Event(0.051, 2.0, 3), Event(0.3, 1.0, 6)]
+    events = [Event(0.05, 0.5, 1, source=4), Event(0.051, 2.0, 3), Event(0.3, 1.0, 6, source=4)]
     whole = EventRenderer(tier.renderer, tier.sample_rate)
     for e in events:
         whole.add(e)
@@ -102,6 +102,30 @@ def test_the_renderer_is_the_same_in_any_chunking(tier: ContactTier) -> None:
     np.testing.assert_array_equal(np.concatenate(out), reference)
     with pytest.raises(ValueError, match="already taken"):
         parts.add(Event(0.1, 1.0, 0))
+
+
+def test_a_source_touching_down_again_damps_its_own_ring_only(tier: ContactTier) -> None:
+    """A metal object rings for seconds; struck again, what it still carries drops by
+    CONTACT_DAMPING, and another object's ring goes on untouched."""
+    rate, metal = tier.sample_rate, 1
+
+    def ring(second_source: int) -> np.ndarray:
+        renderer = EventRenderer(tier.renderer, rate)
+        renderer.add(Event(0.1, 1.0, metal, source=3))
+        renderer.add(Event(0.3, 1.0, metal, source=second_source))
+        return renderer.take(rate).astype(np.float64)
+
+    first_alone = EventRenderer(tier.renderer, rate)
+    first_alone.add(Event(0.1, 1.0, metal, source=3))
+    first = first_alone.take(rate).astype(np.float64)
+    before = slice(int(0.2 * rate), int(0.3 * rate))
+    after = slice(int(0.3 * rate) + int(DAMP_S * rate), rate)
+    other, same = ring(7), ring(3)
+    np.testing.assert_array_equal(same[before], other[before])
+    # What the second strike adds is the same; the difference is the first ring, damped.
+    np.testing.assert_allclose(
+        (other - same)[after], (1 - CONTACT_DAMPING) * first[after], atol=1e-6
+    )
 
 
 def test_a_harder_hit_is_louder(tier: ContactTier) -> None:

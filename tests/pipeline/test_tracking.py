@@ -53,3 +53,16 @@ def test_weak_detections_start_nothing_and_reset_forgets() -> None:
     tracker.reset()
     (track,) = tracker.update(0.08, _found((11.0, 10.0)))
     assert track.id == 1 and len(track.times_s) == 1 and len(tracker.ended) == 1
+
+
+def test_a_fast_bounce_and_a_fast_entry_stay_one_track() -> None:
+    """A ball falls in from the top edge at 24 fps, 30 px on its second frame, and bounces:
+    its motion reverses, 48 px from where constant velocity predicts it. It is one object
+    throughout, and a slow one beside it keeps its own track."""
+    fps = 24.0
+    tracker = Tracker()
+    ys = [4.0, 34.0, 68.0, 86.0, 56.0, 32.0, 14.0, 2.0]
+    for k, y in enumerate(ys):
+        tracks = tracker.update(k / fps, _found((60.0, y), (100.0 + k, 80.0)))
+    assert len(tracks) == 2 and sorted(tr.id for tr in tracks) == [0, 1]
+    assert all(tr.seen == len(ys) for tr in tracks)

@@ -6,6 +6,12 @@ way the simulator's sound model makes an impact (engines.audio.modal). Level is 
 loudness times impulse ** impulse_exponent (a harder hit is louder, in every clip); hardness
 (contact_ms) low-passes the modes and the click, so rubber thuds and steel clicks.
 
+Contact damping: an object touching down again is pressed against what it hits, which takes
+energy out of the vibration it still carries, so a new event of the same source (the track it
+came from) damps that source's rings from its attack on, to CONTACT_DAMPING within DAMP_S. A
+bouncing metal object is heard as a run of strikes, not as one ring growing louder, which
+repeated impacts summed on one undamped resonator would make.
+
 Streaming: `add` an event once it is decided, `take(n)` the next n samples. The renderer keeps
 the not-yet-taken part of the rings it has started (at most max_ring_s long), so memory is
 bounded whatever the clip's length. The sound of an event depends only on the event and its
@@ -24,23 +30,28 @@ from service.pipeline.contacts.tier import RendererSpec, Voice
 LIMIT_KNEE = 0.9
 LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
 CLICK_FLOOR_S = 3e-4
+CONTACT_DAMPING = 0.3  # amplitude left of a source's rings once it touches down again
+DAMP_S = 0.003
 
 
 @dataclass(frozen=True)
 class Event:
     """A contact sound: time in seconds from the first frame, impulse (N s), material index
-    (the tier's material order)."""
+    (the tier's material order), and the object that sounds (`source`: a track id; -1 for
+    none, whose rings nothing damps)."""
 
     time_s: float
     impulse: float
     material: int
+    source: int = -1
 
 
 class EventRenderer:
     def __init__(self, spec: RendererSpec, sample_rate: int, *, seed: int = 0) -> None:
         self.spec, self.sample_rate, self.seed = spec, sample_rate, seed
         self.taken = 0  # samples handed out
-        self.pending = np.zeros(0)  # samples from `taken` on, events started so far
+        # Per source: its samples from `taken` on, of the events started so far.
+        self.pending: dict[int, np.ndarray] = {}
         self.count = 0
 
     def add(self, event: Event) -> None:
@@ -54,17 +65,29 @@ class EventRenderer:
         rng = np.random.default_rng([self.seed, self.count])
         self.count += 1
         sound = level * self._voice(voice, start / self.sample_rate - event.time_s, rng)
-        end = start - self.taken + len(sound)
-        if end > len(self.pending):
-            self.pending = np.concatenate([self.pending, np.zeros(end - len(self.pending))])
-        self.pending[start - self.taken : end] += sound
+        at = start - self.taken
+        pending = self.pending.get(event.source, np.zeros(0))
+        if event.source >= 0 and at < len(pending):
+            ramp = int(DAMP_S * self.sample_rate)
+            damping = np.full(len(pending) - at, CONTACT_DAMPING)
+            head = min(ramp, len(damping))
+            damping[:head] = np.linspace(1.0, CONTACT_DAMPING, ramp)[:head]
+            pending[at:] *= damping
+        if at + len(sound) > len(pending):
+            pending = np.concatenate([pending, np.zeros(at + len(sound) - len(pending))])
+        pending[at : at + len(sound)] += sound
+        self.pending[event.source] = pending
 
     def take(self, n: int) -> np.ndarray:
         """The next n samples, float32, scaled and soft-limited."""
         out = np.zeros(n)
-        m = min(n, len(self.pending))
-        out[:m] = self.pending[:m]
-        self.pending = self.pending[m:]
+        for source, pending in list(self.pending.items()):
+            m = min(n, len(pending))
+            out[:m] += pending[:m]
+            if m == len(pending):
+                del self.pending[source]  # rung out: memory stays bounded by the live rings
+            else:
+                self.pending[source] = pending[m:]
         self.taken += n
         return soft_limit(self.spec.gain * out).astype(np.float32)
 

@@ -83,10 +83,10 @@ def locate(backend: Backend, frames: list[Frames]) -> list[dict[str, np.ndarray]
 
 @dataclass(frozen=True)
 class FiredEvent:
-    """An event as fired: the rendered Event and the track it came from."""
+    """An event as fired: the rendered Event (its source is the track it came from) and the
+    head's probability."""
 
     event: Event
-    track: int
     probability: float
 
 
@@ -234,7 +234,7 @@ class ContactSynth:
         )
         material = int(np.argmax(np.mean(track.materials[max(0, k - 8) : k + 2], axis=0)))
         impulse = self.tier.strength.impulse(cues, material, len(self.tier.materials))
-        return FiredEvent(Event(max(when, 0.0), impulse, material), track.id, probability)
+        return FiredEvent(Event(max(when, 0.0), impulse, material, source=track.id), probability)
 
     def _final_s(self) -> float:
         """Audio before this time can no longer change: the next interval any track decides

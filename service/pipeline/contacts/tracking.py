@@ -7,9 +7,14 @@
 Each frame's detections (engines.models.localiser.peaks, thresholded) are assigned to the live
 tracks greedily, nearest first, against where each track's last two positions predict it at
 the frame's time (constant velocity over the interval, which the frame rate sets: native frame
-times, not a fixed rate). A detection further than the gate from every prediction starts a
-track; a track unseen for MAX_MISSED frames ends. `reset` forgets every track (a shot cut: the
-next picture is another scene, and no motion continues across it).
+times, not a fixed rate). A contact breaks that prediction: a bounce reverses the motion, so a
+fast object lands a full stride or more from where it was predicted. Tracks and detections left
+over are therefore joined in a second pass, nearest first, by distance from the track's last
+sighting: a contact changes an object's direction, not (much more than) its speed, so a
+detection within BOUNCE_STRIDES of the track's own stride of its last sighting is the same
+object (a track seen once, whose stride is unknown, reaches YOUNG_REACH_PX). A detection
+joined to no track starts one; a track unseen for MAX_MISSED frames ends. `reset` forgets every
+track (a shot cut: the next picture is another scene, and no motion continues across it).
 
 Deterministic and per stream: one Tracker per stream, not thread-safe.
 """
@@ -25,6 +30,8 @@ MIN_START_SCORE = 0.5  # a new track needs a confident detection; a continuing o
 MIN_SCORE = 0.3
 GATE_RADII = 3.0  # how far from its prediction a detection may be, in the object's radii
 GATE_MIN_PX = 4.0
+BOUNCE_STRIDES = 2.0  # the second pass's reach, in the track's strides per frame interval
+YOUNG_REACH_PX = 48.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,19 @@ class Track:
             a, b = self._seen[-2:]
             speed = 0.5 * float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
         return max(GATE_MIN_PX, GATE_RADII * self.radius[-1]) + speed * (1 + self.missed)
+
+    def reach(self) -> float:
+        """The second pass's gate around the last sighting: as far as the object's own speed
+        carries it in any direction (a bounce, a deflection)."""
+        base = max(GATE_MIN_PX, GATE_RADII * self.radius[-1])
+        if len(self._seen) < 2:
+            return max(base, YOUNG_REACH_PX)
+        a, b = self._seen[-2:]
+        stride = float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
+        return base + BOUNCE_STRIDES * stride * (1 + self.missed)
+
+    def last_seen(self) -> np.ndarray:
+        return self.xy[self._seen[-1]]
 
     def observe(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
         self._seen.append(len(self.times_s))
@@ -120,19 +140,25 @@ class Tracker:
         keep = found.score >= MIN_SCORE
         xy, radius = found.xy[keep], found.radius[keep]
         score, materials = found.score[keep], found.materials[keep]
-        pairs = sorted(
-            (float(np.linalg.norm(xy[d] - track.predict(time_s))), t, d)
-            for t, track in enumerate(self.tracks)
-            for d in range(len(xy))
-        )
         used_t: set[int] = set()
         used_d: set[int] = set()
-        for distance, t, d in pairs:
-            if t in used_t or d in used_d or distance > self.tracks[t].gate():
-                continue
-            used_t.add(t)
-            used_d.add(d)
-            self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
+        predicted = [
+            (float(np.linalg.norm(xy[d] - track.predict(time_s))), t, d, track.gate())
+            for t, track in enumerate(self.tracks)
+            for d in range(len(xy))
+        ]
+        bounced = [
+            (float(np.linalg.norm(xy[d] - track.last_seen())), t, d, track.reach())
+            for t, track in enumerate(self.tracks)
+            for d in range(len(xy))
+        ]
+        for pairs in (predicted, bounced):
+            for distance, t, d, gate in sorted(pairs):
+                if t in used_t or d in used_d or distance > gate:
+                    continue
+                used_t.add(t)
+                used_d.add(d)
+                self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
         for t, track in enumerate(self.tracks):
             if t not in used_t:
                 track.miss(time_s)
