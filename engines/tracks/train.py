@@ -224,8 +224,10 @@ def train(
     observed: Batch | None = None,
 ) -> ContactHead:
     """Trains a head on noise rounds 0..rounds-1 in turn, `epochs_per_round` passes each (or
-    until `minutes` have passed), with a cosine learning-rate decay over the whole. `observed`
-    (engines.tracks.observed: the localiser's real tracks) joins every round."""
+    until `minutes` of training have passed: computing a round that is not cached yet does not
+    count, so a fresh machine trains the same rounds as one with the cache), with a cosine
+    learning-rate decay over the whole. `observed` (engines.tracks.observed: the localiser's
+    real tracks) joins every round."""
     torch.manual_seed(seed)
     head = ContactHead(config)
     optimizer = torch.optim.AdamW(head.parameters(), lr=lr, weight_decay=1e-4)
@@ -233,7 +235,9 @@ def train(
     schedule_steps = None
     step = 0
     for r in range(rounds):
+        preparing = time.perf_counter()
         batch = round_batch(tracks, config, name, r, view_p)
+        started += time.perf_counter() - preparing
         if observed is not None:
             batch = Batch(
                 *(
