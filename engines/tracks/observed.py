@@ -119,9 +119,9 @@ def build(clips: int, tier_name: str = "objects", *, first: int = 0) -> list[Obs
     """The tracks of seeds first .. first + clips - 1 (the localiser trained on seeds below
     engines.build_objects.LOCALISER_CLIPS: later seeds show its errors on unseen pictures)."""
     tier = load_contact_tier(ARTIFACTS, tier_name, strength=False)
-    digest = hashlib.sha256((tier.path / tier.localiser.file).read_bytes())
-    digest.update(Path(tracking.__file__).read_bytes())
-    digest = digest.hexdigest()[:12]
+    key = hashlib.sha256((tier.path / tier.localiser.file).read_bytes())
+    key.update(Path(tracking.__file__).read_bytes())
+    digest = key.hexdigest()[:12]
     name = f"{digest}_{clips}" if first == 0 else f"{digest}_{first}+{clips}"
     path = CACHE_DIR / "observed" / f"{name}.pkl"
     if path.exists():

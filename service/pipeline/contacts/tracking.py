@@ -68,27 +68,32 @@ class Track:
         velocity = (self.xy[last] - self.xy[before]) / dt
         return self.xy[last] + velocity * (time_s - self.times_s[last])
 
+    def stride(self) -> float | None:
+        """Pixels per frame row between the last two sightings; None when seen once."""
+        if len(self._seen) < 2:
+            return None
+        a, b = self._seen[-2:]
+        return float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
+
     def gate(self) -> float:
         """How far from its prediction a detection may be: more when it moves fast (its
         prediction is rougher) and when it was not seen for a while."""
-        speed = 0.0
-        if len(self._seen) >= 2:
-            a, b = self._seen[-2:]
-            speed = 0.5 * float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
-        return max(GATE_MIN_PX, GATE_RADII * self.radius[-1]) + speed * (1 + self.missed)
+        speed = 0.5 * (self.stride() or 0.0)
+        return self._size_gate() + speed * (1 + self.missed)
 
     def reach(self) -> float:
         """The second pass's gate around the last sighting: as far as the object's own speed
         carries it in any direction (a bounce, a deflection)."""
-        base = max(GATE_MIN_PX, GATE_RADII * self.radius[-1])
-        if len(self._seen) < 2:
-            return max(base, YOUNG_REACH_PX)
-        a, b = self._seen[-2:]
-        stride = float(np.linalg.norm(self.xy[b] - self.xy[a])) / (b - a)
-        return base + BOUNCE_STRIDES * stride * (1 + self.missed)
+        stride = self.stride()
+        if stride is None:
+            return max(self._size_gate(), YOUNG_REACH_PX)
+        return self._size_gate() + BOUNCE_STRIDES * stride * (1 + self.missed)
 
     def last_seen(self) -> np.ndarray:
         return self.xy[self._seen[-1]]
+
+    def _size_gate(self) -> float:
+        return max(GATE_MIN_PX, GATE_RADII * self.radius[-1])
 
     def observe(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
         self._seen.append(len(self.times_s))
@@ -142,23 +147,31 @@ class Tracker:
         score, materials = found.score[keep], found.materials[keep]
         used_t: set[int] = set()
         used_d: set[int] = set()
-        predicted = [
-            (float(np.linalg.norm(xy[d] - track.predict(time_s))), t, d, track.gate())
-            for t, track in enumerate(self.tracks)
-            for d in range(len(xy))
-        ]
-        bounced = [
-            (float(np.linalg.norm(xy[d] - track.last_seen())), t, d, track.reach())
-            for t, track in enumerate(self.tracks)
-            for d in range(len(xy))
-        ]
-        for pairs in (predicted, bounced):
+
+        def join(pairs: list[tuple[float, int, int, float]]) -> None:
             for distance, t, d, gate in sorted(pairs):
                 if t in used_t or d in used_d or distance > gate:
                     continue
                 used_t.add(t)
                 used_d.add(d)
                 self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
+
+        join(
+            [
+                (float(np.linalg.norm(xy[d] - track.predict(time_s))), t, d, track.gate())
+                for t, track in enumerate(self.tracks)
+                for d in range(len(xy))
+            ]
+        )
+        join(  # what the prediction left: bounces and fast entries
+            [
+                (float(np.linalg.norm(xy[d] - track.last_seen())), t, d, track.reach())
+                for t, track in enumerate(self.tracks)
+                if t not in used_t
+                for d in range(len(xy))
+                if d not in used_d
+            ]
+        )
         for t, track in enumerate(self.tracks):
             if t not in used_t:
                 track.miss(time_s)
