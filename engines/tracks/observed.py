@@ -13,8 +13,8 @@ that follows no object is all negatives.
 
     python -m engines.tracks.observed [--clips 720]    # builds and caches the set
 
-Cached under data/tracks/observed/, keyed by the localiser graph's digest and the tracker's
-source (either changes the tracks).
+Cached under data/tracks/observed/, keyed by the localiser graph's digest and the sources of the
+tracker and the registration (any of them changes the tracks).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from engines.tracks.data import CACHE_DIR, film, load_scenes
 from engines.tracks.train import TrainTrack
 from engines.train.localiser import CLIP_S, RATES, cached_clip
 from service.pipeline.backends.base import Backend, create_backend
-from service.pipeline.contacts import tracking
-from service.pipeline.contacts.synth import ContactSynth, detections
+from service.pipeline.contacts import refine, tracking
+from service.pipeline.contacts.synth import ContactSynth, track_frame
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track, Tracker
 
@@ -77,7 +77,7 @@ def observe(tier: ContactTier, backend: Backend, times: np.ndarray, rgb: np.ndar
     for k, t in enumerate(times):
         if frames.cut[k]:
             tracker.reset()
-        tracker.update(float(t), detections(found, k))
+        track_frame(tracker, float(t), frames, found, k)
     tracker.reset()
     return tracker.ended
 
@@ -121,6 +121,7 @@ def build(clips: int, tier_name: str = "objects", *, first: int = 0) -> list[Obs
     tier = load_contact_tier(ARTIFACTS, tier_name, strength=False)
     key = hashlib.sha256((tier.path / tier.localiser.file).read_bytes())
     key.update(Path(tracking.__file__).read_bytes())
+    key.update(Path(refine.__file__).read_bytes())
     digest = key.hexdigest()[:12]
     name = f"{digest}_{clips}" if first == 0 else f"{digest}_{first}+{clips}"
     path = CACHE_DIR / "observed" / f"{name}.pkl"

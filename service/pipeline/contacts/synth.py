@@ -1,6 +1,7 @@
 """Frames at their own times in, contact sounds out: the `contacts` tier's stream.
 
     frames -> cut detection -> localiser (objects per frame) -> tracker (objects across frames)
+           -> registration (each tracked object's motion from the pictures, sub-pixel)
            -> contact head per track and interval -> events (time, strength, material)
            -> renderer (each attack on its sample)
 
@@ -37,6 +38,7 @@ from service.pipeline.contacts import strength
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, tracks_features
+from service.pipeline.contacts.refine import steady
 from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
@@ -71,6 +73,15 @@ def detections(found: dict[str, np.ndarray], k: int) -> Detections:
         found["radius"][k],
         found["materials"][k],
     )
+
+
+def track_frame(
+    tracker: Tracker, time_s: float, frames: Frames, found: dict[str, np.ndarray], k: int
+) -> None:
+    """Frame k's objects into the tracks, each tracked object's newest position steadied by
+    registering it from the frame before."""
+    tracker.update(time_s, detections(found, k))
+    steady(tracker.tracks, frames.inputs["previous"][k], frames.inputs["frames"][k])
 
 
 def locate(backend: Backend, frames: list[Frames]) -> list[dict[str, np.ndarray]]:
@@ -151,7 +162,7 @@ class ContactSynth:
             for k, t in enumerate(frames.times):
                 if frames.cut[k]:
                     self._end_tracks()
-                self.tracker.update(float(t), detections(found, k))
+                track_frame(self.tracker, float(t), frames, found, k)
                 self.tracker.ended.clear()
                 self.times = [*self.times[-2 - self.config.lookahead :], float(t)]
                 self.frames += 1
