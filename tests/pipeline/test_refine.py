@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from service.pipeline.contacts.refine import LOST_PX, displacement, refined, steady
+from service.pipeline.contacts.refine import LOST_PX, displacements, refined, steady
 from service.pipeline.contacts.tracking import Detections, Tracker
 
 H, W, R = 60, 80, 5.0
@@ -25,19 +25,24 @@ def _ball(cx: float, cy: float) -> np.ndarray:
 def test_a_sub_pixel_step_is_registered_to_a_tenth_of_a_pixel() -> None:
     for step in ((0.3, -0.2), (2.4, 1.7), (-3.6, 0.45)):
         a, b = _ball(40.0, 30.0), _ball(40.0 + step[0], 30.0 + step[1])
-        d = displacement(a, b, np.array([40.0, 30.0]), R, np.round(step))
-        assert d is not None and np.allclose(d, step, atol=0.1), (step, d)
+        (d,) = displacements(a, b, np.array([[40.0, 30.0]]), np.array([R]), np.round([step]))
+        assert np.allclose(d, step, atol=0.1), (step, d)
+    flat = np.full((3, H, W), 0.5, np.float32)  # nothing to register
+    assert np.isnan(
+        displacements(flat, flat, np.array([[40.0, 30.0]]), np.array([R]), [[1, 0]])
+    ).all()
 
 
 def test_a_noisy_detection_moves_towards_the_truth_and_a_lost_one_stands() -> None:
     a, b = _ball(40.0, 30.0), _ball(42.0, 31.0)
     truth = np.array([42.0, 31.0])
     noisy = truth + np.array([0.6, -0.5])
-    better = refined(a, b, np.array([40.0, 30.0]), noisy, R)
-    assert np.linalg.norm(better - truth) < 0.5 * np.linalg.norm(noisy - truth)
     # A detection far from where the ball went (another object): registration is not trusted.
     elsewhere = truth + np.array([LOST_PX + 3.0, 0.0])
-    assert np.array_equal(refined(a, b, np.array([40.0, 30.0]), elsewhere, R), elsewhere)
+    before = np.array([[40.0, 30.0], [40.0, 30.0]])
+    better, kept = refined(a, b, before, np.stack([noisy, elsewhere]), np.array([R, R]))
+    assert np.linalg.norm(better - truth) < 0.5 * np.linalg.norm(noisy - truth)
+    assert np.array_equal(kept, elsewhere)
 
 
 def test_steady_refines_only_tracks_seen_in_both_frames() -> None:

@@ -11,6 +11,9 @@ otherwise add up), registration steadies its frame-to-frame change.
 
 A registration that moves further than LOST_PX from the localiser's detection has followed
 something else (an overlapping object, the floor): the detection stands.
+
+All of a frame's objects are registered at once (one patch size, each object's own disc), so
+the cost per frame hardly grows with the number of objects.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ MIN_STEP_PX = 0.01
 
 
 def bilinear(image: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
-    """image (C, H, W) sampled at (xs, ys) pixel centres -> (C, n); clamped at the borders."""
+    """image (C, H, W) sampled at (xs, ys) pixel centres, any shape S -> (C, *S); clamped at
+    the borders."""
     _, h, w = image.shape
     xs = np.clip(xs, 0.0, w - 1.0)
     ys = np.clip(ys, 0.0, h - 1.0)
@@ -41,37 +45,39 @@ def bilinear(image: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     return (a * (1 - fx) + b * fx) * (1 - fy) + (c * (1 - fx) + d * fx) * fy
 
 
-def displacement(
-    previous: np.ndarray, current: np.ndarray, at: np.ndarray, radius: float, guess: np.ndarray
-) -> np.ndarray | None:
-    """How far the object at `at` (px) of `previous` (C, H, W) moved in `current`, starting
-    from `guess`; None where the patch has no texture to register (a flat patch)."""
-    reach = math.ceil(max(2.0, MASK_RADII * radius + 0.5))
+def displacements(
+    previous: np.ndarray,
+    current: np.ndarray,
+    at: np.ndarray,
+    radius: np.ndarray,
+    guess: np.ndarray,
+) -> np.ndarray:
+    """How far each object at `at` (N, 2) px of `previous` (C, H, W), of `radius` (N,) px,
+    moved in `current`, starting from `guess` (N, 2) -> (N, 2); NaN where the patch has no
+    texture to register (a flat patch)."""
+    at, radius = np.asarray(at, np.float64), np.asarray(radius, np.float64)
+    reach = math.ceil(max(2.0, MASK_RADII * float(radius.max()) + 0.5))
     g = np.arange(-reach, reach + 1, dtype=np.float64)
     gx, gy = np.meshgrid(g, g)
-    weight = np.clip(MASK_RADII * radius - np.hypot(gx, gy) + 0.5, 0.0, 1.0)
-    xs, ys = at[0] + gx, at[1] + gy
-    template = bilinear(previous, xs.ravel(), ys.ravel()).reshape(-1, *gx.shape)
-    ty, tx = np.gradient(template, axis=(1, 2))
-    hessian = np.array(
-        [
-            [np.sum(weight * tx * tx), np.sum(weight * tx * ty)],
-            [np.sum(weight * tx * ty), np.sum(weight * ty * ty)],
-        ]
-    )
-    if np.linalg.det(hessian) <= 1e-9:
-        return None
-    inverse = np.linalg.inv(hessian)
-    wx, wy = (weight * tx).reshape(len(tx), -1), (weight * ty).reshape(len(ty), -1)
-    template = template.reshape(len(template), -1)
-    d = np.asarray(guess, np.float64).copy()
+    weight = np.clip(MASK_RADII * radius[:, None, None] - np.hypot(gx, gy) + 0.5, 0.0, 1.0)
+    xs, ys = at[:, 0, None, None] + gx, at[:, 1, None, None] + gy  # (N, G, G)
+    template = bilinear(previous, xs, ys)  # (C, N, G, G)
+    ty, tx = np.gradient(template, axis=(2, 3))
+    wx, wy = weight * tx, weight * ty
+    sxx, sxy, syy = (np.sum(p, axis=(0, 2, 3)) for p in (wx * tx, wx * ty, wy * ty))
+    det = sxx * syy - sxy * sxy
+    flat = det <= 1e-9
+    det = np.where(flat, 1.0, det)
+    d = np.array(guess, np.float64)
     for _ in range(ITERATIONS):
-        error = bilinear(current, xs.ravel() + d[0], ys.ravel() + d[1]) - template
-        step = inverse @ np.array([np.sum(wx * error), np.sum(wy * error)])
+        error = bilinear(current, xs + d[:, 0, None, None], ys + d[:, 1, None, None]) - template
+        bx, by = np.sum(wx * error, axis=(0, 2, 3)), np.sum(wy * error, axis=(0, 2, 3))
+        step = np.stack([syy * bx - sxy * by, sxx * by - sxy * bx], axis=1) / det[:, None]
         step = np.clip(step, -2.0, 2.0)
         d -= step
         if np.abs(step).max() < MIN_STEP_PX:
             break
+    d[flat] = np.nan
     return d
 
 
@@ -80,25 +86,35 @@ def refined(
     current: np.ndarray,
     before: np.ndarray,
     detected: np.ndarray,
-    radius: float,
+    radius: np.ndarray,
 ) -> np.ndarray:
-    """The object's position in `current`: its detection, steadied by registering it from its
-    position `before` in `previous`."""
-    d = displacement(previous, current, before, radius, detected - before)
-    if d is None:
-        return detected
-    registered = before + d
-    if not np.all(np.isfinite(registered)) or np.linalg.norm(registered - detected) > LOST_PX:
-        return detected
-    return detected + REGISTERED_WEIGHT * (registered - detected)
+    """The objects' positions (N, 2) in `current`: their detections, steadied by registering
+    them from their positions `before` (N, 2) in `previous`."""
+    before, detected = np.asarray(before, np.float64), np.asarray(detected, np.float64)
+    registered = before + displacements(previous, current, before, radius, detected - before)
+    distance = np.linalg.norm(registered - detected, axis=1)
+    trusted = np.isfinite(distance) & (distance <= LOST_PX)
+    return np.where(
+        trusted[:, None], detected + REGISTERED_WEIGHT * (registered - detected), detected
+    )
 
 
 def steady(tracks: list[Track], previous: np.ndarray, current: np.ndarray) -> None:
     """Each track found in this frame (`current`, C x H x W) and in the frame before
     (`previous`) gets its newest position refined in place."""
-    for track in tracks:
-        if len(track.xy) < 2:
-            continue
-        before, detected = track.xy[-2], track.xy[-1]
-        if np.isfinite(before).all() and np.isfinite(detected).all():
-            track.xy[-1] = refined(previous, current, before, detected, track.radius[-2])
+    both = [
+        t
+        for t in tracks
+        if len(t.xy) >= 2 and np.isfinite(t.xy[-2]).all() and np.isfinite(t.xy[-1]).all()
+    ]
+    if not both:
+        return
+    positions = refined(
+        previous,
+        current,
+        np.stack([t.xy[-2] for t in both]),
+        np.stack([t.xy[-1] for t in both]),
+        np.array([t.radius[-2] for t in both]),
+    )
+    for track, xy in zip(both, positions, strict=True):
+        track.xy[-1] = xy
