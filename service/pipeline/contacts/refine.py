@@ -34,15 +34,17 @@ MIN_STEP_PX = 0.01
 def bilinear(image: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     """image (C, H, W) sampled at (xs, ys) pixel centres, any shape S -> (C, *S); clamped at
     the borders."""
-    _, h, w = image.shape
+    c, h, w = image.shape
     xs = np.clip(xs, 0.0, w - 1.0)
     ys = np.clip(ys, 0.0, h - 1.0)
     x0 = np.minimum(xs.astype(np.int64), w - 2)
     y0 = np.minimum(ys.astype(np.int64), h - 2)
-    fx, fy = xs - x0, ys - y0
-    a, b = image[:, y0, x0], image[:, y0, x0 + 1]
-    c, d = image[:, y0 + 1, x0], image[:, y0 + 1, x0 + 1]
-    return (a * (1 - fx) + b * fx) * (1 - fy) + (c * (1 - fx) + d * fx) * fy
+    fx, fy = (xs - x0).astype(np.float32), (ys - y0).astype(np.float32)
+    flat, at = image.reshape(c, h * w), y0 * w + x0
+    a, b = np.take(flat, at, axis=1), np.take(flat, at + 1, axis=1)
+    top = a + (b - a) * fx
+    a, b = np.take(flat, at + w, axis=1), np.take(flat, at + w + 1, axis=1)
+    return top + (a + (b - a) * fx - top) * fy
 
 
 def displacements(
@@ -60,6 +62,7 @@ def displacements(
     g = np.arange(-reach, reach + 1, dtype=np.float64)
     gx, gy = np.meshgrid(g, g)
     weight = np.clip(MASK_RADII * radius[:, None, None] - np.hypot(gx, gy) + 0.5, 0.0, 1.0)
+    weight = weight.astype(np.float32)
     xs, ys = at[:, 0, None, None] + gx, at[:, 1, None, None] + gy  # (N, G, G)
     template = bilinear(previous, xs, ys)  # (C, N, G, G)
     ty, tx = np.gradient(template, axis=(2, 3))
