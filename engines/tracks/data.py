@@ -406,3 +406,30 @@ def stable_seed(*parts: object) -> int:
     """A seed from strings and numbers that does not change between runs (hash() does)."""
     digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
     return int.from_bytes(digest[:8], "little")
+
+
+# Cached by pickle: defined here, in a module no command runs as __main__, so the caches load
+# whichever command made them.
+@dataclass(frozen=True)
+class TrainTrack:
+    """One object's clean track at one timing: times (N,), pixels (N, 2), label (N-1,) int8,
+    offset (N-1,) (engines.tracks.data)."""
+
+    times_s: np.ndarray
+    pixels: np.ndarray
+    label: np.ndarray
+    offset: np.ndarray
+
+
+@dataclass(frozen=True)
+class ObservedTrack:
+    """A real track and its labels: `track` (times, pixels, interval labels and contact
+    times), per interval the contact's `impulse` (N s, NaN where none), per row the localiser's
+    `radius` (px) and `materials` (probabilities); `obj`: the object it follows (-1: none)."""
+
+    track: TrainTrack
+    impulse: np.ndarray
+    radius: np.ndarray
+    materials: np.ndarray
+    obj: int
+    seed: int

@@ -24,14 +24,12 @@ import hashlib
 import logging
 import math
 import pickle
-from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-from engines.tracks.data import CACHE_DIR, film, load_scenes
-from engines.tracks.train import TrainTrack
+from engines.tracks.data import CACHE_DIR, ObservedTrack, TrainTrack, film, load_scenes
 from engines.train.localiser import CLIP_S, RATES, cached_clip
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts import refine, tracking
@@ -44,20 +42,6 @@ MATCH_PX = 3.0
 MATCH_SHARE = 0.5
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 LOCALISER_DATA = Path(__file__).resolve().parents[2] / "data" / "localiser"
-
-
-@dataclass(frozen=True)
-class ObservedTrack:
-    """A real track and its labels: `track` (times, pixels, interval labels and contact
-    times), per interval the contact's `impulse` (N s, NaN where none), per row the localiser's
-    `radius` (px) and `materials` (probabilities); `obj`: the object it follows (-1: none)."""
-
-    track: TrainTrack
-    impulse: np.ndarray
-    radius: np.ndarray
-    materials: np.ndarray
-    obj: int
-    seed: int
 
 
 def clip_fps(seed: int) -> Fraction:

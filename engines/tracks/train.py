@@ -38,6 +38,7 @@ from torch.nn import functional as F
 from engines.tracks.data import (
     CACHE_DIR,
     CACHE_VERSION,
+    TrainTrack,
     augment,
     film,
     frame_times,
@@ -56,17 +57,6 @@ EASY_PX = 0.8
 EASY_KEEP = 0.2
 TIME_SCALE_S = 0.005
 VAL_NOISE: tuple[float, ...] = (0.0, 0.25, 0.5)
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainTrack:
-    """One object's clean track at one timing: times (N,), pixels (N, 2), label (N-1,) int8,
-    offset (N-1,) (engines.tracks.data)."""
-
-    times_s: np.ndarray
-    pixels: np.ndarray
-    label: np.ndarray
-    offset: np.ndarray
 
 
 def training_tracks(scenes: int, timings: int, seed: int = 0) -> list[TrainTrack]:
