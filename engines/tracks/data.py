@@ -413,7 +413,7 @@ def stable_seed(*parts: object) -> int:
 @dataclass(frozen=True)
 class TrainTrack:
     """One object's clean track at one timing: times (N,), pixels (N, 2), label (N-1,) int8,
-    offset (N-1,) (engines.tracks.data)."""
+    offset (N-1,), as `film` labels them."""
 
     times_s: np.ndarray
     pixels: np.ndarray
