@@ -6,7 +6,8 @@ Every step caches what it makes, so a stopped build continues from its last fini
 
 1. localiser data: LOCALISER_CLIPS simulated clips at their own frame rates (data/localiser/);
 2. the localiser: LOCALISER_ROUNDS (steps, learning rate), each a one-cycle schedule starting
-   from the last round's weights (runs/objects/localiser_<i>/, checkpointed every 500 steps);
+   from the last round's weights (runs/objects/localiser_<i>/, checkpointed every 500 steps),
+   then its size branch alone on the first SIZE_ROUND clips (runs/objects/localiser_size/);
 3. the localiser exported (engines.export.contacts), so the next steps run the tier's own graph;
 4. the localiser's real tracks on its training clips and on UNSEEN_CLIPS clips of later seeds,
    labelled from the simulation (engines.tracks.observed, data/tracks/observed/);
@@ -34,6 +35,7 @@ from engines.train import localiser
 log = logging.getLogger(__name__)
 LOCALISER_CLIPS = 720
 LOCALISER_ROUNDS = ((2000, 2e-3), (6000, 1e-3))
+SIZE_ROUND = ("--clips", "400", "--steps", "3000", "--lr", "3e-3", "--batch", "24", "--size-only")
 UNSEEN_CLIPS = 240  # real tracks on seeds the localiser never trained on
 HEAD = (
     "--minutes",
@@ -64,6 +66,11 @@ def main(argv: list[str] | None = None) -> None:
         torch.save({"model": torch.load(out / "checkpoint.pt")["model"]}, init)
         log.info("localiser round %d: %.0f s", i, time.perf_counter() - started)
     assert init is not None
+    out = args.work / "localiser_size"
+    threads = ("--threads", str(args.threads))
+    localiser.main([*SIZE_ROUND, *threads, "--out", str(out), "--init", str(init)])
+    init = out / "weights.pt"
+    torch.save({"model": torch.load(out / "checkpoint.pt")["model"]}, init)
     weights = OBJECTS / "localiser.pt"
     weights.write_bytes(init.read_bytes())
     head = OBJECTS / "contact_head.pt"

@@ -8,8 +8,9 @@
         [--head engines/artifacts/objects/contact_head.pt] [--out engines/artifacts/objects]
 
 The renderer's voices are each object material's modes as the simulator's sound model makes them
-for an object of the reference size (engines.audio.modal), so a generated event has the timbre
-the training clips give that material.
+for an object of the reference size (engines.audio.modal); the renderer moves them to the size
+the localiser reads, so a generated event has the timbre the training clips give that material
+and size.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ OBJECTS = Path(__file__).resolve().parents[1] / "artifacts" / "objects"
 MAX_OBJECTS = 6
 VERSION = "0.2.0"
 VOICE_SHAPE = "sphere"  # the localiser does not tell shapes apart
+LOCALISER_OUTPUTS = ("score", "xy", "radius", "materials", "size")  # engines.models.localiser.Peaks
 
 
 class _Located(nn.Module):
@@ -96,9 +98,8 @@ def export(localiser_pt: Path, head_pt: Path, out: Path, *, name: str = "objects
             (frames, frames),
             str(out / "localiser.onnx"),
             input_names=["frames", "previous"],
-            output_names=["score", "xy", "radius", "materials"],
-            dynamic_axes={n: {0: "B"} for n in ("frames", "previous", "score", "xy", "radius")}
-            | {"materials": {0: "B"}},
+            output_names=list(LOCALISER_OUTPUTS),
+            dynamic_axes={n: {0: "B"} for n in ("frames", "previous", *LOCALISER_OUTPUTS)},
             opset_version=OPSET,
             dynamo=False,
         )
@@ -128,6 +129,7 @@ def export(localiser_pt: Path, head_pt: Path, out: Path, *, name: str = "objects
                     "xy": ["B", MAX_OBJECTS, 2],
                     "radius": ["B", MAX_OBJECTS],
                     "materials": ["B", MAX_OBJECTS, len(OBJECT_MATERIALS)],
+                    "size": ["B", MAX_OBJECTS],
                 },
             },
             "head": {
@@ -143,6 +145,7 @@ def export(localiser_pt: Path, head_pt: Path, out: Path, *, name: str = "objects
                 "impulse_exponent": modal.IMPULSE_EXPONENT,
                 "click_level": modal.CLICK_LEVEL,
                 "max_ring_s": 1.5,
+                "voice_size_m": modal.REFERENCE_SIZE_M,
             },
         },
     }

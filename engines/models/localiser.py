@@ -2,15 +2,24 @@
 
 Contract:  frames [B, 3, H, W] float32 in [0, 1] (H x W = 108 x 192, the picture letterboxed into
            it), previous [B, 3, H, W] (the frame before; the frame itself at a stream's start)
-           -> maps [B, C, H / STRIDE, W / STRIDE] float32, C = 4 + materials:
+           -> maps [B, C, H / STRIDE, W / STRIDE] float32, C = 5 + materials:
               0      centre logit (a peak per object: CenterNet's heatmap)
               1, 2   the centre's offset inside its cell, x and y, in cells ([0, 1) at targets)
               3      log of the object's apparent radius in model pixels
               4 ...  object-material logits
-`peaks(maps)` reads the objects out: positions in model pixels, radius, material probabilities.
+              last   log of the object's size in metres (its largest extent)
+`peaks(maps)` reads the objects out: positions in model pixels, radius, material probabilities,
+size.
 
 The frame difference is an input because a moving object is easiest to find where the picture
 changes, and a small object far from the camera is a few pixels of colour otherwise.
+
+Size in metres is what sets an object's pitch, and the apparent radius cannot tell it: the camera
+may be near a small object or far from a large one. The floor around the object can: its pattern
+has a fixed size in the world, so how many pixels it spans near the object is the picture's
+scale there. A separate branch reads it from the trunk's features (`size`), trained after the
+trunk with the trunk fixed (engines.train.localiser --size-only), so adding it leaves the
+positions, radii and materials as they were.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from torch import nn
 from torch.nn import functional as F
 
 STRIDE = 4
-HEAT, OFFSET_X, OFFSET_Y, LOG_RADIUS, MATERIAL = 0, 1, 2, 3, 4
+HEAT, OFFSET_X, OFFSET_Y, LOG_RADIUS, MATERIAL, LOG_SIZE = 0, 1, 2, 3, 4, -1
 
 
 class Residual(nn.Module):
@@ -49,6 +58,9 @@ class Localiser(nn.Module):
         )
         self.blocks = nn.Sequential(*(Residual(c2, d) for d in dilations))
         self.head = nn.Conv2d(c2, 4 + materials, 1)
+        self.size = nn.Sequential(
+            nn.Conv2d(c2, c2, 3, padding=2, dilation=2), nn.ReLU(), nn.Conv2d(c2, 1, 1)
+        )
         self.materials = materials
         with torch.no_grad():
             self.head.bias.zero_()
@@ -56,18 +68,20 @@ class Localiser(nn.Module):
 
     def forward(self, frames: torch.Tensor, previous: torch.Tensor) -> torch.Tensor:
         x = torch.cat([frames, frames - previous], dim=1)
-        return self.head(F.relu(self.blocks(self.stem(x))))
+        features = F.relu(self.blocks(self.stem(x)))
+        return torch.cat([self.head(features), self.size(features)], dim=1)
 
 
 class Peaks(NamedTuple):
     """Up to K objects per frame, strongest first: score [B, K] (the centre probability),
     xy [B, K, 2] (model pixels from the top-left corner), radius [B, K] (model pixels),
-    materials [B, K, M] (probabilities)."""
+    materials [B, K, M] (probabilities), size [B, K] (metres)."""
 
     score: torch.Tensor
     xy: torch.Tensor
     radius: torch.Tensor
     materials: torch.Tensor
+    size: torch.Tensor
 
 
 def peaks(maps: torch.Tensor, k: int = 6) -> Peaks:
@@ -85,5 +99,6 @@ def peaks(maps: torch.Tensor, k: int = 6) -> Peaks:
         score,
         xy,
         torch.exp(at[:, LOG_RADIUS]),
-        torch.softmax(at[:, MATERIAL:].transpose(1, 2), dim=-1),
+        torch.softmax(at[:, MATERIAL:LOG_SIZE].transpose(1, 2), dim=-1),
+        torch.exp(at[:, LOG_SIZE]),
     )

@@ -5,10 +5,12 @@
 Data: scenes of the training distribution filmed at a random native frame rate (24-60 fps),
 rendered at twice the model size and scaled to it the way the decoder scales a video. Targets
 come from the simulator: each object's centre projected into the frame (exact, sub-pixel), its
-apparent radius (its bounding radius projected at its depth) and its material. Frames are cached
-per clip under data/localiser/, the model under --out (both resumable: a stopped run continues).
-Prints the localisation error on held-out scenes at the end. `--init` continues from saved
-weights (engines/artifacts/objects/localiser.pt: 720 clips, 2000 steps) with a fresh schedule.
+apparent radius (its bounding radius projected at its depth), its material and its size in
+metres. Frames are cached per clip under data/localiser/, the model under --out (both resumable: a
+stopped run continues). Prints the localisation error on held-out scenes at the end. `--init`
+continues from saved weights (engines/artifacts/objects/localiser.pt) with a fresh schedule;
+`--size-only` then trains the size branch alone, the trunk and the other outputs fixed;
+`--evaluate WEIGHTS` prints the errors of saved weights on fresh and held-out clips.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from torch.nn import functional as F
 from engines.models.localiser import (
     HEAT,
     LOG_RADIUS,
+    LOG_SIZE,
     MATERIAL,
     OFFSET_X,
     OFFSET_Y,
@@ -34,7 +37,7 @@ from engines.models.localiser import (
     Localiser,
     peaks,
 )
-from engines.sim import scene_from_seed
+from engines.sim import SceneSpec, scene_from_seed
 from engines.sim.materials import OBJECT_MATERIALS
 from engines.sim.physics import PHYSICS_HZ, run_physics
 from engines.sim.render import SceneRenderer
@@ -48,17 +51,19 @@ RENDER_SCALE = 1.5
 CLIP_S = 2.5
 RATES = (24, 25, 30, 48, 50, 60)
 HOLDOUT_SEED = 2_000_000
+FRESH_SEED = 1_500_000  # the training distribution, seeds never trained on
 
 
 @dataclass(frozen=True)
 class FrameTargets:
     """Per frame of a clip: xy (N, O, 2) model pixels from the top-left (NaN when the centre
     is behind the camera), radius (N, O) model pixels, material (O,) index into
-    OBJECT_MATERIALS."""
+    OBJECT_MATERIALS, size (O,) metres (largest extent)."""
 
     xy: np.ndarray
     radius: np.ndarray
     material: np.ndarray
+    size: np.ndarray
 
 
 def film_clip(seed: int, holdout: bool = False) -> tuple[np.ndarray, FrameTargets]:
@@ -84,7 +89,11 @@ def film_clip(seed: int, holdout: bool = False) -> tuple[np.ndarray, FrameTarget
             xy.append(_pixels(centre))
             radius.append(np.linalg.norm(_pixels(rim) - _pixels(centre), axis=-1))
     material = np.array([OBJECT_MATERIALS.index(o.material) for o in spec.objects])
-    return np.stack(frames), FrameTargets(np.stack(xy), np.stack(radius), material)
+    return np.stack(frames), FrameTargets(np.stack(xy), np.stack(radius), material, sizes(spec))
+
+
+def sizes(spec: SceneSpec) -> np.ndarray:
+    return np.array([o.size_m for o in spec.objects])
 
 
 def _pixels(ndc: np.ndarray) -> np.ndarray:
@@ -99,16 +108,18 @@ def cached_clip(root: Path, seed: int, holdout: bool) -> tuple[np.ndarray, Frame
         tmp = path.with_suffix(".tmp.npz")
         np.savez(tmp, frames=frames, xy=t.xy, radius=t.radius, material=t.material)
         tmp.rename(path)
+    # The sizes are the scene's, not the filming's: read from its spec, cheap and exact.
+    size = sizes(scene_from_seed(seed, holdout=holdout))
     with np.load(path) as z:
-        return z["frames"], FrameTargets(z["xy"], z["radius"], z["material"])
+        return z["frames"], FrameTargets(z["xy"], z["radius"], z["material"], size)
 
 
 def targets(t: FrameTargets, k: int, materials: int) -> dict[str, torch.Tensor]:
     """Frame k's target maps at stride STRIDE: the Gaussian centre map, and at each centre's
-    cell its offset, log radius and material (mask 1 there)."""
+    cell its offset, log radius, log size and material (mask 1 there)."""
     h, w = HEIGHT // STRIDE, WIDTH // STRIDE
     heat = torch.zeros(h, w)
-    regress = torch.zeros(3, h, w)
+    regress = torch.zeros(4, h, w)
     material = torch.full((h, w), -1, dtype=torch.long)
     rows = torch.arange(h, dtype=torch.float32)[:, None]
     cols = torch.arange(w, dtype=torch.float32)[None, :]
@@ -121,14 +132,15 @@ def targets(t: FrameTargets, k: int, materials: int) -> dict[str, torch.Tensor]:
         heat = torch.maximum(heat, blob)
         j, i = int(x), int(y)
         heat[i, j] = 1.0
-        regress[:, i, j] = torch.tensor([x - j, y - i, math.log(max(float(t.radius[k, o]), 0.3))])
+        radius = math.log(max(float(t.radius[k, o]), 0.3))
+        regress[:, i, j] = torch.tensor([x - j, y - i, radius, math.log(float(t.size[o]))])
         material[i, j] = int(t.material[o])
     return {"heat": heat, "regress": regress, "material": material}
 
 
 def loss_fn(maps: torch.Tensor, target: dict[str, torch.Tensor]) -> torch.Tensor:
-    """CenterNet's focal loss on the centre map, L1 on offsets and log radius at the centres,
-    cross-entropy on the material there."""
+    """CenterNet's focal loss on the centre map, L1 on offsets, log radius and log size at the
+    centres, cross-entropy on the material there."""
     heat = torch.sigmoid(maps[:, HEAT]).clamp(1e-4, 1 - 1e-4)
     gt = target["heat"]
     centre = gt >= 1.0
@@ -136,9 +148,9 @@ def loss_fn(maps: torch.Tensor, target: dict[str, torch.Tensor]) -> torch.Tensor
     neg = -((1 - gt) ** 4) * heat**2 * torch.log(1 - heat) * ~centre
     n = centre.sum().clamp(min=1)
     focal = (pos.sum() + neg.sum()) / n
-    regress = maps[:, [OFFSET_X, OFFSET_Y, LOG_RADIUS]]
+    regress = maps[:, [OFFSET_X, OFFSET_Y, LOG_RADIUS, maps.shape[1] + LOG_SIZE]]
     l1 = (F.l1_loss(regress, target["regress"], reduction="none").sum(1) * centre).sum() / n
-    logits = maps[:, MATERIAL:].permute(0, 2, 3, 1)
+    logits = maps[:, MATERIAL:LOG_SIZE].permute(0, 2, 3, 1)
     ce = F.cross_entropy(logits[centre], target["material"][centre]) if centre.any() else 0.0
     return focal + l1 + 0.5 * ce
 
@@ -153,9 +165,8 @@ def batches(clips: list[tuple[np.ndarray, FrameTargets]], size: int, rng: np.ran
             pair = frames[k], frames[max(k - 1, 0)]
             if rng.random() < 0.5:  # a mirrored scene is as likely as the scene
                 pair = tuple(f[:, ::-1] for f in pair)
-                t = FrameTargets(
-                    np.stack([WIDTH - t.xy[..., 0], t.xy[..., 1]], axis=-1), t.radius, t.material
-                )
+                mirrored = np.stack([WIDTH - t.xy[..., 0], t.xy[..., 1]], axis=-1)
+                t = FrameTargets(mirrored, t.radius, t.material, t.size)
             cur.append(pair[0])
             prev.append(pair[1])
             maps.append(targets(t, k, materials))
@@ -171,8 +182,9 @@ def _tensor(rgb: np.ndarray) -> torch.Tensor:
 
 
 def evaluate(model: Localiser, clips: list[tuple[np.ndarray, FrameTargets]]) -> str:
-    """Detection at score >= 0.3 within 2 px of an in-frame centre; error of the detected ones."""
-    errors, found, total, false = [], 0, 0, 0
+    """Detection at score >= 0.3 within 2 px of an in-frame centre; error of the detected ones,
+    in position and in size (the share within 15 % of the true size)."""
+    errors, size_errors, found, total, false = [], [], 0, 0, 0
     model.eval()
     with torch.no_grad():
         for frames, t in clips:
@@ -195,12 +207,15 @@ def evaluate(model: Localiser, clips: list[tuple[np.ndarray, FrameTargets]]) -> 
                             used[j] = True
                             found += 1
                             errors.append(d[j])
+                            size = float(out.size[k][keep][j])
+                            size_errors.append(abs(math.log(size / float(t.size[o]))))
                 false += int((~used).sum())
     model.train()
-    e = np.asarray(errors)
+    e, s = np.asarray(errors), np.asarray(size_errors)
     return (
         f"objects {total}: found {found / max(total, 1):.1%}, false {false}, error median "
-        f"{np.median(e):.3f} px, p90 {np.percentile(e, 90):.3f} px"
+        f"{np.median(e):.3f} px, p90 {np.percentile(e, 90):.3f} px; size within 15 % "
+        f"{np.mean(s < math.log(1.15)):.1%}, median error {math.exp(np.median(s)) - 1:.1%}"
         if len(e)
         else f"objects {total}: none found"
     )
@@ -219,10 +234,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--init", type=Path, default=None, help="start from these weights (a fresh schedule)"
     )
+    parser.add_argument(
+        "--size-only",
+        action="store_true",
+        help="train the size branch alone (the trunk and its outputs fixed, as in --init)",
+    )
+    parser.add_argument(
+        "--evaluate",
+        type=Path,
+        default=None,
+        help="only print these weights' errors on --eval-clips fresh and held-out clips",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     torch.set_num_threads(args.threads)
     args.data.mkdir(parents=True, exist_ok=True)
+    if args.evaluate is not None:
+        model = Localiser(materials=len(OBJECT_MATERIALS))
+        model.load_state_dict(torch.load(args.evaluate, weights_only=True)["model"])
+        fresh = [cached_clip(args.data, FRESH_SEED + s, False) for s in range(args.eval_clips)]
+        held = [cached_clip(args.data, HOLDOUT_SEED + s, True) for s in range(args.eval_clips)]
+        print("fresh:   ", evaluate(model, fresh))
+        print("held-out:", evaluate(model, held))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     train = [cached_clip(args.data, s, False) for s in range(args.clips)]
     if args.steps == 0:
@@ -230,12 +264,19 @@ def main(argv: list[str] | None = None) -> None:
     held = [cached_clip(args.data, HOLDOUT_SEED + s, True) for s in range(args.eval_clips)]
     log.info("data: %d clips, %d frames", len(train), sum(len(f) for f, _ in train))
     model = Localiser(materials=len(OBJECT_MATERIALS))
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
+    trained = model.size.parameters() if args.size_only else model.parameters()
+    if args.size_only:
+        model.requires_grad_(False)
+        model.size.requires_grad_(True)
+    opt = torch.optim.AdamW(trained, lr=args.lr, weight_decay=1e-4)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.lr, total_steps=args.steps)
     ckpt = args.out / "checkpoint.pt"
     step = 0
     if args.init is not None and not ckpt.exists():
-        model.load_state_dict(torch.load(args.init)["model"])
+        # Weights saved before the size branch existed start it from scratch.
+        missing, _ = model.load_state_dict(torch.load(args.init)["model"], strict=False)
+        if any(not name.startswith("size.") for name in missing):
+            raise ValueError(f"{args.init}: no weights for {missing}")
     if ckpt.exists():
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])

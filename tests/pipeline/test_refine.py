@@ -49,7 +49,11 @@ def test_steady_refines_only_tracks_seen_in_both_frames() -> None:
     def found(*xy: tuple[float, float]) -> Detections:
         n = len(xy)
         return Detections(
-            np.full(n, 0.9), np.asarray(xy, float).reshape(n, 2), np.full(n, R), np.ones((n, 7))
+            np.full(n, 0.9),
+            np.asarray(xy, float).reshape(n, 2),
+            np.full(n, R),
+            np.ones((n, 7)),
+            np.full(n, 0.1),
         )
 
     tracker = Tracker()

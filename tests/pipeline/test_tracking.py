@@ -15,6 +15,7 @@ def _found(*objects: tuple[float, float], score: float = 0.9, radius: float = 3.
         xy=np.asarray(objects, float).reshape(n, 2),
         radius=np.full(n, radius),
         materials=np.full((n, 7), 1 / 7),
+        size=np.full(n, 0.1),
     )
 
 

@@ -1,10 +1,12 @@
 """Contact events -> audio, with each attack on its sample.
 
-An event (time, impulse, material) sounds as its material's voice: damped sinusoids (the modes)
-and a short noise click, all starting at the event's exact time, sub-sample phase included, the
-way the simulator's sound model makes an impact (engines.audio.modal). Level is the material's
-loudness times impulse ** impulse_exponent (a harder hit is louder, in every clip); hardness
-(contact_ms) low-passes the modes and the click, so rubber thuds and steel clicks.
+An event (time, impulse, material, size) sounds as its material's voice moved to its size:
+damped sinusoids (the modes) and a short noise click, all starting at the event's exact time,
+sub-sample phase included, the way the simulator's sound model makes an impact
+(engines.audio.modal). Level is the material's loudness times impulse ** impulse_exponent (a
+harder hit is louder, in every clip); hardness (contact_ms) low-passes the modes and the click,
+so rubber thuds and steel clicks. Size: the voices hold the modes of an object of voice_size_m;
+an event's own size moves them (half the size: twice the pitch, a shorter ring).
 
 Contact damping: an object touching down again is pressed against what it hits, which takes
 energy out of the vibration it still carries, so a new event of the same source (the track it
@@ -32,18 +34,25 @@ LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0
 CLICK_FLOOR_S = 3e-4
 CONTACT_DAMPING = 0.3  # amplitude left of a source's rings once it touches down again
 DAMP_S = 0.003
+# A voice's modes are those of an object of the spec's voice_size_m; another size scales them as
+# the simulator's sound model does (engines.audio.modal): pitch ~ 1 / size, ring time ~ size^0.4.
+RING_SIZE_EXPONENT = 0.4
+MAX_MODE_HZ = 18_000.0
+SIZE_RANGE_M = (0.02, 1.0)  # an estimate outside is clamped: every voice keeps an audible mode
 
 
 @dataclass(frozen=True)
 class Event:
     """A contact sound: time in seconds from the first frame, impulse (N s), material index
-    (the tier's material order), and the object that sounds (`source`: a track id; -1 for
-    none, whose rings nothing damps)."""
+    (the tier's material order), the object that sounds (`source`: a track id; -1 for
+    none, whose rings nothing damps) and its size (largest extent, metres; None: the voice's
+    own), which sets its pitch and ring time."""
 
     time_s: float
     impulse: float
     material: int
     source: int = -1
+    size_m: float | None = None
 
 
 class EventRenderer:
@@ -64,7 +73,9 @@ class EventRenderer:
         level = voice.loudness * max(event.impulse, 0.0) ** self.spec.impulse_exponent
         rng = np.random.default_rng([self.seed, self.count])
         self.count += 1
-        sound = level * self._voice(voice, start / self.sample_rate - event.time_s, rng)
+        sound = level * self._voice(
+            voice, event.size_m, start / self.sample_rate - event.time_s, rng
+        )
         at = start - self.taken
         pending = self.pending.get(event.source, np.zeros(0))
         if event.source >= 0 and at < len(pending):
@@ -91,12 +102,19 @@ class EventRenderer:
         self.taken += n
         return soft_limit(self.spec.gain * out).astype(np.float32)
 
-    def _voice(self, voice: Voice, offset_s: float, rng: np.random.Generator) -> np.ndarray:
+    def _voice(
+        self, voice: Voice, size_m: float | None, offset_s: float, rng: np.random.Generator
+    ) -> np.ndarray:
         """One unit-level event's samples; sample 0 is `offset_s` (in [0, 1/sr)) after it."""
         sr = self.sample_rate
         tau = voice.contact_ms * 1e-3
-        freqs, decays = np.asarray(voice.freqs_hz), np.asarray(voice.decays)
-        amps = np.asarray(voice.amps) / np.sqrt(1.0 + (freqs * tau) ** 2)
+        own = self.spec.voice_size_m
+        scale = 1.0 if size_m is None else own / float(np.clip(size_m, *SIZE_RANGE_M))
+        freqs = np.asarray(voice.freqs_hz) * scale
+        decays = np.asarray(voice.decays) * scale**RING_SIZE_EXPONENT
+        audible = freqs < min(MAX_MODE_HZ, 0.45 * sr)
+        freqs, decays = freqs[audible], decays[audible]
+        amps = np.asarray(voice.amps)[audible] / np.sqrt(1.0 + (freqs * tau) ** 2)
         ring_s = min(self.spec.max_ring_s, float(np.log(1000.0) / decays.min()))
         t = offset_s + np.arange(int(ring_s * sr) + 1) / sr
         out = np.zeros_like(t)

@@ -2,7 +2,7 @@
 
     frames -> cut detection -> localiser (objects per frame) -> tracker (objects across frames)
            -> registration (each tracked object's motion from the pictures, sub-pixel)
-           -> contact head per track and interval -> events (time, strength, material)
+           -> contact head per track and interval -> events (time, strength, material, size)
            -> renderer (each attack on its sample)
 
 Per pushed frame n (time t_n from the stream's first frame), every live track's interval
@@ -19,7 +19,8 @@ once frame n is in, the audio before that bound for the next interval is final a
 missing) and ends the track at the clip's duration.
 
 Strength: the contact's impulse as service.pipeline.contacts.strength estimates it from the
-track. Material: the track's material probabilities, averaged over the frames around it.
+track. Material: the track's material probabilities, averaged over the frames around it; size
+(which sets the pitch): the median of the localiser's sizes over the same frames.
 
 Memory: tracks keep the frames the head reads (features.history), the renderer the rings it has
 started. Deterministic; not thread-safe (one instance per stream).
@@ -72,6 +73,7 @@ def detections(found: dict[str, np.ndarray], k: int) -> Detections:
         found["xy"][k].astype(np.float64),
         found["radius"][k],
         found["materials"][k],
+        found["size"][k],
     )
 
 
@@ -234,6 +236,12 @@ class ContactSynth:
                 self.fired.append(f)
                 self.renderer.add(f.event)
 
+    def _looks(self, track: Track, k: int) -> tuple[float, int]:
+        """(size in metres, material) of a track's object around frame k."""
+        around = slice(max(0, k - 8), k + 2)
+        material = int(np.argmax(np.mean(track.materials[around], axis=0)))
+        return float(np.median(track.size[around])), material
+
     def _event(self, track: Track, k: int, when: float, probability: float) -> FiredEvent:
         cues = strength.features(
             np.asarray(track.times_s),
@@ -243,9 +251,10 @@ class ContactSynth:
             self.config,
             self.tier.height,
         )
-        material = int(np.argmax(np.mean(track.materials[max(0, k - 8) : k + 2], axis=0)))
+        size, material = self._looks(track, k)
         impulse = self.tier.strength.impulse(cues, material, len(self.tier.materials))
-        return FiredEvent(Event(max(when, 0.0), impulse, material, source=track.id), probability)
+        event = Event(max(when, 0.0), impulse, material, source=track.id, size_m=size)
+        return FiredEvent(event, probability)
 
     def _final_s(self) -> float:
         """Audio before this time can no longer change: the next interval any track decides

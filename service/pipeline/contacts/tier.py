@@ -4,13 +4,14 @@ written by engines.export.contacts):
     localiser  frames, previous [B, 3, H, W] float32 in [0, 1] (the picture letterboxed into
                H x W; `previous` is the frame before, or the frame itself at a stream's start
                and after a shot cut) -> the K strongest objects per frame: score [B, K],
-               xy [B, K, 2] model pixels, radius [B, K] model pixels, materials [B, K, M]
+               xy [B, K, 2] model pixels, radius [B, K] model pixels, materials [B, K, M],
+               size [B, K] metres
     head       features [N, F] (service.pipeline.contacts.features) -> probability [N] that a
                contact happens in the interval, u [N]: when, in units of the interval from its
                start
     strength   weights of the impulse estimate (service.pipeline.contacts.strength)
-    renderer   per object material: its modes, hardness and loudness (service.pipeline.contacts
-               .render)
+    renderer   per object material: its modes at voice_size_m, hardness and loudness
+               (service.pipeline.contacts.render)
 
 Frames are taken at their own presentation times; nothing is resampled to a fixed rate.
 """
@@ -47,6 +48,7 @@ class RendererSpec:
     impulse_exponent: float
     click_level: float
     max_ring_s: float
+    voice_size_m: float  # the size of object whose modes the voices hold
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,7 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
             float(render["impulse_exponent"]),
             float(render["click_level"]),
             float(render["max_ring_s"]),
+            float(render["voice_size_m"]),
         ),
         digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
     )

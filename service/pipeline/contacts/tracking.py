@@ -37,24 +37,26 @@ YOUNG_REACH_PX = 48.0
 @dataclass(frozen=True)
 class Detections:
     """One frame's candidates: score (K,), xy (K, 2) model pixels, radius (K,) model pixels,
-    materials (K, M) probabilities."""
+    materials (K, M) probabilities, size (K,) metres."""
 
     score: np.ndarray
     xy: np.ndarray
     radius: np.ndarray
     materials: np.ndarray
+    size: np.ndarray
 
 
 @dataclass
 class Track:
     """One object's path: a row per frame since it was first seen, in time order; xy is NaN
-    (and radius, materials repeat the last seen) in frames where it was not found."""
+    (and radius, materials, size repeat the last seen) in frames where it was not found."""
 
     id: int
     times_s: list[float] = field(default_factory=list)
     xy: list[np.ndarray] = field(default_factory=list)
     radius: list[float] = field(default_factory=list)
     materials: list[np.ndarray] = field(default_factory=list)
+    size: list[float] = field(default_factory=list)
     missed: int = 0
     found: int = 0  # frames where it was found, trimmed rows included
     _seen: list[int] = field(default_factory=list)  # rows where it was found
@@ -95,21 +97,27 @@ class Track:
     def _size_gate(self) -> float:
         return max(GATE_MIN_PX, GATE_RADII * self.radius[-1])
 
-    def observe(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
+    def observe(
+        self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray, size: float
+    ) -> None:
         self._seen.append(len(self.times_s))
-        self._append(time_s, np.asarray(xy, np.float64), float(radius), materials)
+        self._append(time_s, np.asarray(xy, np.float64), float(radius), materials, float(size))
         self.missed = 0
         self.found += 1
 
     def miss(self, time_s: float) -> None:
-        self._append(time_s, np.full(2, np.nan), self.radius[-1], self.materials[-1])
+        nan = np.full(2, np.nan)
+        self._append(time_s, nan, self.radius[-1], self.materials[-1], self.size[-1])
         self.missed += 1
 
-    def _append(self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray) -> None:
+    def _append(
+        self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray, size: float
+    ) -> None:
         self.times_s.append(time_s)
         self.xy.append(xy)
         self.radius.append(radius)
         self.materials.append(np.asarray(materials, np.float64))
+        self.size.append(size)
 
     @property
     def seen(self) -> int:
@@ -125,7 +133,8 @@ class Track:
         seen = [r - drop for r in self._seen]
         if (len(seen) >= 2 and seen[-2] < 0) or (seen and seen[-1] < 0):
             return  # not seen for longer than `keep`: it is about to end anyway
-        del self.times_s[:drop], self.xy[:drop], self.radius[:drop], self.materials[:drop]
+        del self.times_s[:drop], self.xy[:drop], self.radius[:drop]
+        del self.materials[:drop], self.size[:drop]
         self._seen = [r for r in seen if r >= 0]
 
 
@@ -144,7 +153,7 @@ class Tracker:
         """Join this frame's detections to the tracks; returns the live tracks."""
         keep = found.score >= MIN_SCORE
         xy, radius = found.xy[keep], found.radius[keep]
-        score, materials = found.score[keep], found.materials[keep]
+        score, materials, size = found.score[keep], found.materials[keep], found.size[keep]
         used_t: set[int] = set()
         used_d: set[int] = set()
 
@@ -154,7 +163,7 @@ class Tracker:
                     continue
                 used_t.add(t)
                 used_d.add(d)
-                self.tracks[t].observe(time_s, xy[d], radius[d], materials[d])
+                self.tracks[t].observe(time_s, xy[d], radius[d], materials[d], size[d])
 
         join(
             [
@@ -182,6 +191,6 @@ class Tracker:
                 continue
             track = Track(self._next_id)
             self._next_id += 1
-            track.observe(time_s, xy[d], radius[d], materials[d])
+            track.observe(time_s, xy[d], radius[d], materials[d], size[d])
             self.tracks.append(track)
         return self.tracks
