@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 
 import av
@@ -12,7 +13,7 @@ from engines.eval.footage import DEFAULT_FOOTAGE
 from engines.eval.scenes import film
 from engines.sim import scene_from_seed
 from service.media.frames import FrameScaler, rgb_as_decoded
-from service.pipeline.contacts.cuts import CutDetector
+from service.pipeline.contacts.cuts import BINS, THUMBNAIL, CutDetector, histogram, thumbnail
 
 SCALER = FrameScaler(192, 108)
 
@@ -46,3 +47,20 @@ def test_real_footage_of_gliding_cameras_has_its_one_cut() -> None:
     with av.open(str(DEFAULT_FOOTAGE)) as container:
         found = [detector.push(SCALER(frame)) for frame in container.decode(video=0)]
     assert len(found) > 150 and [k for k, cut in enumerate(found) if cut] == [116]
+
+
+@pytest.mark.parametrize("shape", [(108, 192), (100, 190)])
+def test_the_cues_are_block_means_and_a_histogram_at_any_picture_size(shape) -> None:
+    rgb = np.random.default_rng(0).integers(0, 256, (*shape, 3), dtype=np.uint8)
+    grey = rgb.astype(np.float64).mean(axis=-1) / 255.0
+    rows = np.linspace(0, shape[0], THUMBNAIL[0] + 1).astype(int)
+    cols = np.linspace(0, shape[1], THUMBNAIL[1] + 1).astype(int)
+    expected = [
+        [grey[a:b, c:d].mean() for c, d in itertools.pairwise(cols)]
+        for a, b in itertools.pairwise(rows)
+    ]
+    np.testing.assert_allclose(thumbnail(rgb), expected, atol=1e-12)
+    counts = histogram(rgb)
+    assert counts.shape == (BINS**3,) and counts.sum() == pytest.approx(1.0)
+    black = np.zeros((*shape, 3), np.uint8)
+    assert histogram(black)[0] == 1.0 and histogram(black + 255)[-1] == 1.0

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
-BINS = 4  # per channel: 64 colour bins
+BITS = 2  # per channel: 4 levels, 64 colour bins
+BINS = 1 << BITS
+SHIFT = 8 - BITS
 HISTOGRAM_JUMP = 0.15  # total variation distance between consecutive frames' histograms
 THUMBNAIL_JUMP = 0.1  # mean absolute difference of 16x9 grey thumbnails, in [0, 1]
 THUMBNAIL = (9, 16)
@@ -24,21 +26,24 @@ THUMBNAIL = (9, 16)
 
 def histogram(rgb: np.ndarray) -> np.ndarray:
     """(H, W, 3) uint8 -> (BINS**3,) colour histogram summing to 1."""
-    q = (rgb // (256 // BINS)).astype(np.int64)
-    index = (q[..., 0] * BINS + q[..., 1]) * BINS + q[..., 2]
+    q = rgb >> SHIFT  # in uint8 throughout: this runs on every live frame
+    index = (q[..., 0] << (2 * BITS)) | (q[..., 1] << BITS) | q[..., 2]
     counts = np.bincount(index.reshape(-1), minlength=BINS**3).astype(np.float64)
     return counts / counts.sum()
 
 
 def thumbnail(rgb: np.ndarray) -> np.ndarray:
     """(H, W, 3) uint8 -> THUMBNAIL grey picture in [0, 1], by block means."""
-    grey = rgb.astype(np.float32).mean(axis=-1) / 255.0
-    h, w = grey.shape
-    rows = np.linspace(0, h, THUMBNAIL[0] + 1).astype(int)
-    cols = np.linspace(0, w, THUMBNAIL[1] + 1).astype(int)
-    return np.add.reduceat(np.add.reduceat(grey, rows[:-1], axis=0), cols[:-1], axis=1) / (
-        np.diff(rows)[:, None] * np.diff(cols)[None, :]
-    )
+    h, w, _ = rgb.shape
+    (n, m), area = THUMBNAIL, 3 * 255.0
+    if h % n == 0 and w % m == 0:  # the tiers' pictures: whole blocks, one reshape
+        blocks = rgb.reshape(n, h // n, m, w // m, 3).sum(axis=(1, 3, 4), dtype=np.int64)
+        return blocks / (area * (h // n) * (w // m))
+    grey = rgb.sum(axis=-1, dtype=np.int64)
+    rows = np.linspace(0, h, n + 1).astype(int)
+    cols = np.linspace(0, w, m + 1).astype(int)
+    blocks = np.add.reduceat(np.add.reduceat(grey, rows[:-1], axis=0), cols[:-1], axis=1)
+    return blocks / (area * np.diff(rows)[:, None] * np.diff(cols)[None, :])
 
 
 class CutDetector:
