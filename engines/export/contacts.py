@@ -28,7 +28,7 @@ from torch import nn
 from engines.audio import modal
 from engines.audio.render import GAIN
 from engines.export.onnx_export import OPSET
-from engines.models.localiser import Localiser, peaks
+from engines.models.localiser import Localiser
 from engines.sim.materials import OBJECT_MATERIALS, material
 from engines.tracks.head import ContactHead, load_head
 from engines.train.localiser import HEIGHT, WIDTH
@@ -48,7 +48,7 @@ class _Located(nn.Module):
         self.localiser, self.k = localiser, k
 
     def forward(self, frames: torch.Tensor, previous: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(peaks(self.localiser(frames, previous), self.k))
+        return tuple(self.localiser.located(frames, previous, self.k))
 
 
 class _Head(nn.Module):

@@ -50,3 +50,17 @@ def test_targets_put_a_peak_where_the_object_is_and_peaks_read_it_back() -> None
     assert sorted(out.radius[0].tolist()) == pytest.approx([3.0, 6.0], rel=1e-4)
     assert sorted(out.size[0].tolist()) == pytest.approx([0.05, 0.12], rel=1e-4)
     assert loss_fn(maps, {k: v[None] for k, v in target.items()}).item() < 1.0
+
+
+def test_located_runs_the_size_branch_at_the_peaks_only_and_agrees() -> None:
+    """What the service's graph runs (`located`) equals reading the full maps (`peaks`)."""
+    torch.manual_seed(0)
+    model = Localiser(materials=7).eval()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+        frames, previous = torch.rand(2, 3, HEIGHT, WIDTH), torch.rand(2, 3, HEIGHT, WIDTH)
+        expected = peaks(model(frames, previous), k=6)
+        got = model.located(frames, previous, k=6)
+    for e, g in zip(expected, got, strict=True):
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
