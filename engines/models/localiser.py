@@ -87,7 +87,7 @@ class Localiser(nn.Module):
         """The size branch's log size at flat cell `index` [B, K]: its 3 x 3 dilated
         convolution gathered at those cells, then its 1 x 1."""
         conv, _, out = self.size
-        (d,), (p,) = conv.dilation[:1], conv.padding[:1]
+        d, p = conv.dilation[0], conv.padding[0]
         b, c, _, w = features.shape
         k = index.shape[1]
         wide = w + 2 * p

@@ -274,9 +274,9 @@ def main(argv: list[str] | None = None) -> None:
     step = 0
     if args.init is not None and not ckpt.exists():
         # Weights saved before the size branch existed start it from scratch.
-        missing, _ = model.load_state_dict(torch.load(args.init)["model"], strict=False)
-        if any(not name.startswith("size.") for name in missing):
-            raise ValueError(f"{args.init}: no weights for {missing}")
+        missing, unexpected = model.load_state_dict(torch.load(args.init)["model"], strict=False)
+        if unexpected or any(not name.startswith("size.") for name in missing):
+            raise ValueError(f"{args.init}: missing {missing}, unexpected {unexpected}")
     if ckpt.exists():
         state = torch.load(ckpt)
         model.load_state_dict(state["model"])
