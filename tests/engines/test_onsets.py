@@ -96,6 +96,7 @@ def test_summary_reports_fired_rendered_and_controls() -> None:
             "control": False,
             "duration_s": 4.0,
             "rendered": fired,
+            "truth": OnsetScore(3, 0, 0, np.zeros(3)),
             "masking": fired,
             "events": 3,
             "heard": 3,
@@ -126,6 +127,7 @@ def test_summary_reports_fired_rendered_and_controls() -> None:
     ]
     text = summary(results)
     assert "scenes: 2   required onsets: 3" in text
+    assert "true track (ceiling)   1.000 1.000 1.000" in text
     assert "      24: 0.667 / 0.667   (1 clips)" in text
     assert "fired events heard in their render: 100% of 6; render offset (median): +2.0 ms" in text
     assert "clips with onsets before the first contact: 1 of 3" in text

@@ -8,10 +8,13 @@
 Per pushed frame n (time t_n from the stream's first frame), every live track's interval
 k = n - 2 - lookahead is decided: the head reads the track's frames up to k + 1 + lookahead.
 An interval fires when its probability reaches the head's threshold, is not below the track's
-previous interval's, and comes at least MERGE_S after the track's last event
-(service.pipeline.contacts.events.pick, run live). Across tracks, an event within MERGE_S of one
-already kept is dropped (two objects hitting each other: one sound). A shot cut ends every track
-and the localiser does not compare across it, so a cut is never heard.
+previous interval's, comes at least MERGE_S after the track's last event
+(service.pipeline.contacts.events.pick, run live), and the object was inside the picture over
+the interval's approach (service.pipeline.contacts.picture: an object the frame's edge cuts is
+seen only in part, and its motion there bends where the object's does not). Across tracks, an
+event within MERGE_S of one already kept is dropped (two objects hitting each other: one sound).
+A shot cut ends every track and the localiser does not compare across it, so a cut is never
+heard.
 
 A contact decided at frame n happens no earlier than t_k - (t_k+1 - t_k) (the head's u > -1), so
 once frame n is in, the audio before that bound for the next interval is final and goes out.
@@ -39,6 +42,7 @@ from service.pipeline.contacts import strength
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, tracks_features
+from service.pipeline.contacts.picture import PictureBox
 from service.pipeline.contacts.refine import steady
 from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.tier import ContactTier
@@ -46,6 +50,7 @@ from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
 
 MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
+APPROACH_FRAMES = 3  # frames k-2..k: where the object must be inside the picture for k to fire
 
 
 @dataclass
@@ -116,6 +121,7 @@ class ContactSynth:
         self.config = tier.head_config
         self.keep = history(self.config) + 2
         self.cuts = CutDetector()
+        self.picture = PictureBox()
         self.tracker = Tracker()
         self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
         self.t0: float | None = None
@@ -151,6 +157,7 @@ class ContactSynth:
             raise ValueError("frames must come in increasing time order")
         with self.timer("preprocess"):
             cut = np.array([self.cuts.push(frame) for frame in rgb])
+            self.picture.push(rgb)
             x = rgb.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255.0)
             before = x[:1] if self.previous is None else self.previous[None]
             previous = np.concatenate([before, x[:-1]])
@@ -217,14 +224,17 @@ class ContactSynth:
         i = 0
         for track, state, ks in owners:
             times = np.asarray(track.times_s)
+            pixels, radius = np.stack(track.xy), np.asarray(track.radius)
             for k in ks:
                 p = probability[i]
                 when = times[k] + u[i] * (times[k + 1] - times[k])
                 i += 1
+                approach = slice(max(0, k + 1 - APPROACH_FRAMES), k + 1)
                 fires = (
                     p >= self.config.threshold
                     and p >= state.last_probability
                     and when - state.last_event_s >= MERGE_S
+                    and not self.picture.cuts(pixels[approach], radius[approach])
                 )
                 state.last_probability = p
                 if fires:
