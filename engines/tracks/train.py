@@ -56,6 +56,7 @@ VAL_SEED = 990_000
 EASY_PX = 0.8
 EASY_KEEP = 0.2
 TIME_SCALE_S = 0.005
+MAX_NOISE_PX = 0.6  # position noise of the simulated tracks, drawn up to this (std, model px)
 VAL_NOISE: tuple[float, ...] = (0.0, 0.25, 0.5)
 
 
@@ -94,13 +95,18 @@ class Batch:
 
 
 def noisy_round(
-    tracks: list[TrainTrack], config: HeadConfig, rng: np.random.Generator, view_p: float = 0.0
+    tracks: list[TrainTrack],
+    config: HeadConfig,
+    rng: np.random.Generator,
+    view_p: float = 0.0,
+    max_noise: float = MAX_NOISE_PX,
 ) -> Batch:
-    """Features of every track under a fresh noise draw (and, with probability `view_p`, a
-    reframed view: engines.tracks.data.reframe), easy negatives subsampled."""
+    """Features of every track under a fresh noise draw (position noise up to `max_noise` px,
+    and, with probability `view_p`, a reframed view: engines.tracks.data.reframe), easy
+    negatives subsampled."""
     feats, labels, offsets, dts, weights = [], [], [], [], []
     for track in tracks:
-        noise = 0.0 if rng.random() < 0.25 else float(rng.uniform(0.0, 0.6))
+        noise = 0.0 if rng.random() < 0.25 else float(rng.uniform(0.0, max_noise))
         drop = float(rng.uniform(0.0, 0.03)) if rng.random() < 0.3 else 0.0
         clean = reframe(track.pixels, rng) if rng.random() < view_p else track.pixels
         pixels = augment(clean, rng, noise, drop)
@@ -179,18 +185,23 @@ def loss_fn(
 
 
 def round_batch(
-    tracks: list[TrainTrack], config: HeadConfig, name: str, r: int, view_p: float = 0.0
+    tracks: list[TrainTrack],
+    config: HeadConfig,
+    name: str,
+    r: int,
+    view_p: float = 0.0,
+    max_noise: float = MAX_NOISE_PX,
 ) -> Batch:
     """Noise round `r` of a training set `name` (its features under the round's own noise
     draw), computed once and cached on disk: training runs that differ only in the model or
     the loss reuse them."""
-    key = f"f{FEATURE_VERSION}_la{config.lookahead}_c{config.context}_{name}"
+    key = f"f{FEATURE_VERSION}_la{config.lookahead}_c{config.context}_{name}_n{max_noise:g}"
     if view_p > 0:
         key += f"_view{view_p:g}"
     path = CACHE_DIR / "rounds" / key / f"r{r:03d}.pt"
     if path.exists():
         return Batch(**torch.load(path, weights_only=True))
-    batch = noisy_round(tracks, config, np.random.default_rng([r, 7]), view_p)
+    batch = noisy_round(tracks, config, np.random.default_rng([r, 7]), view_p, max_noise)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     torch.save(dataclasses.asdict(batch), tmp)
@@ -212,6 +223,7 @@ def train(
     view_p: float = 0.0,
     neighbour_weight: float = 1.0,
     observed: Batch | None = None,
+    max_noise: float = MAX_NOISE_PX,
 ) -> ContactHead:
     """Trains a head on noise rounds 0..rounds-1 in turn, `epochs_per_round` passes each (or
     until `minutes` of training have passed: computing a round that is not cached yet does not
@@ -226,7 +238,7 @@ def train(
     step = 0
     for r in range(rounds):
         preparing = time.perf_counter()
-        batch = round_batch(tracks, config, name, r, view_p)
+        batch = round_batch(tracks, config, name, r, view_p, max_noise)
         started += time.perf_counter() - preparing
         if observed is not None:
             batch = Batch(
@@ -296,6 +308,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--view-p", type=float, default=0.5, help="reframed-view probability")
     parser.add_argument("--neighbour-weight", type=float, default=0.3)
     parser.add_argument(
+        "--max-noise", type=float, default=MAX_NOISE_PX, help="simulated tracks' noise, px"
+    )
+    parser.add_argument(
         "--prepare", action="store_true", help="only compute (and cache) the noise rounds"
     )
     parser.add_argument(
@@ -317,7 +332,7 @@ def main(argv: list[str] | None = None) -> None:
     log.info("%d training tracks", len(tracks))
     if args.prepare:
         for r in range(args.rounds):
-            round_batch(tracks, config, name, r, args.view_p)
+            round_batch(tracks, config, name, r, args.view_p, args.max_noise)
             log.info("round %d ready", r)
         return
     observed = None
@@ -345,6 +360,7 @@ def main(argv: list[str] | None = None) -> None:
         view_p=args.view_p,
         neighbour_weight=args.neighbour_weight,
         observed=observed,
+        max_noise=args.max_noise,
     )
     threshold, table = choose_threshold(head)
     log.info("validation mean F1 by threshold: %s", table)

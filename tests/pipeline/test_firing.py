@@ -1,5 +1,5 @@
-"""The picture's edge (service.pipeline.contacts.picture): where the picture is inside the
-letterboxed frame, and an object the edge cuts makes no sound, however sure the head is."""
+"""When the contacts stream may not fire, however sure its head is: an object the picture's edge
+cuts (service.pipeline.contacts.picture)."""
 
 from __future__ import annotations
 
@@ -45,8 +45,8 @@ def test_an_object_counts_as_cut_once_the_edge_crosses_its_margin() -> None:
 
 
 class Scripted:
-    """A backend whose localiser sees one object on `path` (one (x, y) per frame) and whose head
-    calls every interval a contact."""
+    """A backend whose localiser sees objects on `path` ((N, 2) for one object, (N, O, 2) for
+    several: their (x, y) per frame) and whose head calls every interval a contact."""
 
     name = "scripted"
 
@@ -65,9 +65,11 @@ class Scripted:
             "materials": np.full((b, 6, m), 1 / m, np.float32),
             "size": np.full((b, 6), 0.05, np.float32),
         }
-        out["score"][:, 0] = 1.0
-        out["xy"][:, 0] = self.path[self.frame : self.frame + b]
-        out["radius"][:, 0] = self.radius
+        path = self.path[self.frame : self.frame + b].reshape(b, -1, 2)
+        objects = path.shape[1]
+        out["score"][:, :objects] = 1.0
+        out["xy"][:, :objects] = path
+        out["radius"][:, :objects] = self.radius
         self.frame += b
         return out
 
@@ -77,9 +79,15 @@ def test_an_object_the_edge_cuts_makes_no_sound(y: float, heard: bool) -> None:
     tier = load_contact_tier(SHIPPED, "objects")
     n = 30
     path = np.stack([np.linspace(40.0, 150.0, n), np.full(n, y)], axis=1)
+    assert bool(run(tier, path)) is heard
+
+
+def run(tier: ContactTier, path: np.ndarray) -> list[float]:
+    """The event times a stream fires for objects on `path`, at 30 fps."""
+    n = len(path)
     synth = ContactSynth(tier, Scripted(tier, path, radius=4.0))
     times = np.arange(n) / 30.0
     for k in range(0, n, 5):
         synth.push(times[k : k + 5], letterboxed(5))
     list(synth.finish(n / 30.0))
-    assert bool(synth.fired) is heard
+    return [f.event.time_s for f in synth.fired]
