@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 LOCALISER_CLIPS = 720
 LOCALISER_ROUNDS = ((2000, 2e-3), (6000, 1e-3))
 SIZE_ROUND = ("--clips", "400", "--steps", "3000", "--lr", "3e-3", "--batch", "24", "--size-only")
-UNSEEN_CLIPS = 240  # real tracks on seeds the localiser never trained on
+UNSEEN_CLIPS = 480  # real tracks on seeds the localiser never trained on
 HEAD = (
     "--minutes",
     "12",

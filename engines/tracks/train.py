@@ -7,7 +7,7 @@
 Training scenes are seeds 0..scenes-1 (the fresh distribution; held-out scenes never), each
 filmed at `timings` random native frame timings (engines.tracks.data.sample_timing). Each of
 `rounds` noise rounds redraws per track the detector noise (none a quarter of the time, else
-Gaussian 0-0.6 px), missed detections (0-3 % on 30 % of tracks) and, with probability
+Gaussian 0-MAX_NOISE_PX), missed detections (0-3 % on 30 % of tracks) and, with probability
 `view_p`, a reframed view (zoom 0.75-1.35, vertical squash 0.6-1: engines.tracks.data.reframe),
 and computes the features; rounds are cached on disk (--prepare computes them alone; the scene
 physics under data/tracks/ is simulated on first use). Easy negatives (intervals whose 4-frame
@@ -56,7 +56,7 @@ VAL_SEED = 990_000
 EASY_PX = 0.8
 EASY_KEEP = 0.2
 TIME_SCALE_S = 0.005
-MAX_NOISE_PX = 0.6  # position noise of the simulated tracks, drawn up to this (std, model px)
+MAX_NOISE_PX = 0.3  # position noise of the simulated tracks, drawn up to this (std, model px)
 VAL_NOISE: tuple[float, ...] = (0.0, 0.25, 0.5)
 
 
