@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import replace
 
 import av
@@ -13,7 +14,14 @@ from engines.eval.footage import DEFAULT_FOOTAGE
 from engines.eval.scenes import film
 from engines.sim import scene_from_seed
 from service.media.frames import FrameScaler, rgb_as_decoded
-from service.pipeline.contacts.cuts import BINS, THUMBNAIL, CutDetector, histogram, thumbnail
+from service.pipeline.contacts.cuts import (
+    BINS,
+    MIN_SHOT_S,
+    THUMBNAIL,
+    CutDetector,
+    histogram,
+    thumbnail,
+)
 
 SCALER = FrameScaler(192, 108)
 
@@ -31,21 +39,21 @@ def _model_frames(seed: int, kind: str, *, moving: bool = False) -> list[np.ndar
 def test_a_cut_between_two_scenes_is_found_once(seeds: tuple[int, int]) -> None:
     frames = _model_frames(seeds[0], "drop") + _model_frames(seeds[1], "multi")
     detector = CutDetector()
-    cuts = [k for k, f in enumerate(frames) if detector.push(f)]
+    cuts = [k for k, f in enumerate(frames) if detector.push(f, k / 24)]
     assert cuts == [24]
 
 
 def test_a_moving_camera_and_moving_objects_are_no_cut() -> None:
     detector = CutDetector()
     frames = _model_frames(7, "static", moving=True) + _model_frames(8, "multi")[:1]
-    assert not any(detector.push(f) for f in frames[:-1])
+    assert not any(detector.push(f, k / 24) for k, f in enumerate(frames[:-1]))
 
 
 def test_real_footage_of_gliding_cameras_has_its_one_cut() -> None:
     """Two night shots of towers, each filmed by a gliding camera, cut at frame 116."""
     detector = CutDetector()
     with av.open(str(DEFAULT_FOOTAGE)) as container:
-        found = [detector.push(SCALER(frame)) for frame in container.decode(video=0)]
+        found = [detector.push(SCALER(f), float(f.time)) for f in container.decode(video=0)]
     assert len(found) > 150 and [k for k, cut in enumerate(found) if cut] == [116]
 
 
@@ -64,3 +72,13 @@ def test_the_cues_are_block_means_and_a_histogram_at_any_picture_size(shape) -> 
     assert counts.shape == (BINS**3,) and counts.sum() == pytest.approx(1.0)
     black = np.zeros((*shape, 3), np.uint8)
     assert histogram(black)[0] == 1.0 and histogram(black + 255)[-1] == 1.0
+
+
+def test_a_run_of_large_changes_is_one_cut_at_most() -> None:
+    """Frames that each change most of the picture (a large object tumbling by the camera):
+    one cut at the run's start at most, then none until MIN_SHOT_S has passed."""
+    palette = np.array([[250, 0, 0], [0, 250, 0], [0, 0, 250], [250, 250, 250]], np.uint8)
+    frames = np.broadcast_to(palette[np.arange(12) % 4, None, None, :], (12, 108, 192, 3))
+    detector = CutDetector()
+    cuts = [k for k, f in enumerate(frames) if detector.push(f, k / 30)]
+    assert cuts[:2] == [1, 1 + math.ceil(MIN_SHOT_S * 30)]

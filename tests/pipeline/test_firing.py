@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from service.pipeline.contacts.picture import EDGE_RADII, PictureBox
-from service.pipeline.contacts.synth import ContactSynth
+from service.pipeline.contacts.synth import SHOT_SETTLE_FRAMES, ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
@@ -91,3 +91,25 @@ def run(tier: ContactTier, path: np.ndarray) -> list[float]:
         synth.push(times[k : k + 5], letterboxed(5))
     list(synth.finish(n / 30.0))
     return [f.event.time_s for f in synth.fired]
+
+
+def test_nothing_sounds_before_a_new_shot_shows_an_approach() -> None:
+    """A head that calls every interval a contact: still nothing sounds in the first frames of
+    the shot after a cut, where no object has an approach yet; later it does. The stream's own
+    first frames may sound (an object launched as the clip begins is heard)."""
+    tier = load_contact_tier(SHIPPED, "objects")
+    n, cut = 40, 20
+    path = np.stack([np.linspace(40.0, 150.0, n), np.full(n, 54.0)], axis=1)
+    frames = letterboxed(n)
+    frames[cut:, TOP:BOTTOM] = 200  # another shot: every colour changes
+    synth = ContactSynth(tier, Scripted(tier, path, radius=4.0))
+    times = np.arange(n) / 30.0
+    for k in range(0, n, 5):
+        synth.push(times[k : k + 5], frames[k : k + 5])
+    list(synth.finish(n / 30.0))
+    events = np.array([f.event.time_s for f in synth.fired])
+    settle = SHOT_SETTLE_FRAMES - 1
+    assert (events < times[settle]).any()
+    shot = (events >= times[cut]) & (events < times[cut + settle])
+    assert not shot.any(), events[shot]
+    assert ((events >= times[cut + settle]) & (events < times[cut + 10])).any()

@@ -51,6 +51,10 @@ from service.pipeline.streaming import StageTimer
 
 MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
 APPROACH_FRAMES = 3  # frames k-2..k: where the object must be inside the picture for k to fire
+# The first frames after a shot cut show no object's approach yet, so a contact is not told from
+# the new shot beginning: nothing before its SHOT_SETTLE_FRAMES-th frame sounds. (The stream's
+# own start is not a cut: an object launched as the clip begins is heard.)
+SHOT_SETTLE_FRAMES = 4
 
 
 @dataclass
@@ -130,6 +134,8 @@ class ContactSynth:
         self.states: dict[int, _TrackState] = {}
         self.fired: list[FiredEvent] = []
         self._kept: list[float] = []  # recent event times, for merging across tracks
+        self._shot_frames = 0  # frames since the last cut
+        self._settled_s = -np.inf  # events before this time (after a cut) stay silent
         self.frames = 0
 
     @property
@@ -156,7 +162,7 @@ class ContactSynth:
         if (self.times and times[0] <= self.times[-1]) or np.any(np.diff(times) <= 0):
             raise ValueError("frames must come in increasing time order")
         with self.timer("preprocess"):
-            cut = np.array([self.cuts.push(frame) for frame in rgb])
+            cut = np.array([self.cuts.push(f, t) for f, t in zip(rgb, times, strict=True)])
             self.picture.push(rgb)
             x = rgb.astype(np.float32).transpose(0, 3, 1, 2) / np.float32(255.0)
             before = x[:1] if self.previous is None else self.previous[None]
@@ -171,6 +177,10 @@ class ContactSynth:
             for k, t in enumerate(frames.times):
                 if frames.cut[k]:
                     self._end_tracks()
+                    self._shot_frames, self._settled_s = 0, np.inf
+                self._shot_frames += 1
+                if self._shot_frames == SHOT_SETTLE_FRAMES and self._settled_s == np.inf:
+                    self._settled_s = float(t)
                 track_frame(self.tracker, float(t), frames, found, k)
                 self.tracker.ended.clear()
                 self.times = [*self.times[-2 - self.config.lookahead :], float(t)]
@@ -235,6 +245,7 @@ class ContactSynth:
                     and p >= state.last_probability
                     and when - state.last_event_s >= MERGE_S
                     and not self.picture.cuts(pixels[approach], radius[approach])
+                    and when >= self._settled_s
                 )
                 state.last_probability = p
                 if fires:
