@@ -26,10 +26,10 @@ def test_the_picture_is_where_any_frame_was_not_black() -> None:
     box = PictureBox()
     assert box.cuts(np.array([[96.0, 54.0]]), np.array([3.0]))  # no picture seen yet
     box.push(np.zeros((2, 108, 192, 3), np.uint8))  # a black opening
-    assert box.bounds()[2] < box.bounds()[0]
+    assert box.bounds[2] < box.bounds[0]
     box.push(letterboxed(1))
     box.push(np.zeros((1, 108, 192, 3), np.uint8))  # a fade to black keeps the box
-    assert box.bounds() == (0.0, TOP, 192.0, BOTTOM)
+    assert box.bounds == (0.0, TOP, 192.0, BOTTOM)
 
 
 def test_an_object_counts_as_cut_once_the_edge_crosses_its_margin() -> None:

@@ -24,6 +24,10 @@ class PictureBox:
     def __init__(self) -> None:
         self.rows: np.ndarray | None = None  # (H,) bool: rows with picture in them
         self.cols: np.ndarray | None = None  # (W,) bool
+        # (left, top, right, bottom): the picture's outer edges in model pixels from the frame's
+        # top-left corner (the localiser's coordinates: column c spans [c, c + 1]); kept with
+        # rows and cols, since `cuts` asks for every interval decided. Nothing seen: no picture.
+        self.bounds: tuple[float, float, float, float] = (0.0, 0.0, -1.0, -1.0)
 
     def push(self, rgb: np.ndarray) -> None:
         """Frames (N, H, W, 3) uint8 as the localiser gets them."""
@@ -34,18 +38,12 @@ class PictureBox:
         brightest = rgb.max(axis=0).reshape(h, w * c)
         rows = brightest.max(axis=1) > 0
         cols = brightest.max(axis=0).reshape(w, c).max(axis=1) > 0
-        if self.rows is None or self.cols is None:
-            self.rows, self.cols = rows, cols
-        else:
-            self.rows, self.cols = self.rows | rows, self.cols | cols
-
-    def bounds(self) -> tuple[float, float, float, float]:
-        """(left, top, right, bottom): the picture's outer edges in model pixels from the
-        frame's top-left corner (the localiser's coordinates: column c spans [c, c + 1])."""
-        if self.rows is None or self.cols is None or not self.rows.any() or not self.cols.any():
-            return (0.0, 0.0, -1.0, -1.0)  # nothing seen: no picture
-        r, c = np.flatnonzero(self.rows), np.flatnonzero(self.cols)
-        return (float(c[0]), float(r[0]), c[-1] + 1.0, r[-1] + 1.0)
+        if self.rows is not None and self.cols is not None:
+            rows, cols = self.rows | rows, self.cols | cols
+        self.rows, self.cols = rows, cols
+        if rows.any() and cols.any():
+            r, k = np.flatnonzero(rows), np.flatnonzero(cols)
+            self.bounds = (float(k[0]), float(r[0]), k[-1] + 1.0, r[-1] + 1.0)
 
     def cuts(self, xy: np.ndarray, radius: np.ndarray) -> bool:
         """Whether the edge cuts any of these sightings (N, 2) px of radius (N,) px by more than
@@ -54,7 +52,7 @@ class PictureBox:
         if not seen.any():
             return False
         xy, margin = xy[seen], EDGE_RADII * np.asarray(radius, np.float64)[seen]
-        left, top, right, bottom = self.bounds()
+        left, top, right, bottom = self.bounds
         x, y = xy[:, 0], xy[:, 1]
         across = (x - margin < left) | (x + margin > right)
         return bool(np.any(across | (y - margin < top) | (y + margin > bottom)))

@@ -223,7 +223,7 @@ class ContactSynth:
             pixels = np.stack(track.xy)
             ks = np.arange(max(first, 0), newest + 1)
             rows.append((times, pixels, ks))
-            owners.append((track, state, ks))
+            owners.append((track, state, ks, times, pixels))
             state.decided = newest + state.trimmed
         if not rows:
             return
@@ -232,9 +232,8 @@ class ContactSynth:
         probability, u = out["probability"].astype(np.float64), out["u"].astype(np.float64)
         fired: list[FiredEvent] = []
         i = 0
-        for track, state, ks in owners:
-            times = np.asarray(track.times_s)
-            pixels, radius = np.stack(track.xy), np.asarray(track.radius)
+        for track, state, ks, times, pixels in owners:
+            radius = np.asarray(track.radius)
             for k in ks:
                 p = probability[i]
                 when = times[k] + u[i] * (times[k + 1] - times[k])
