@@ -11,7 +11,8 @@ COPY service ./service
 COPY engines ./engines
 RUN pip install .
 
-ENV FOLEY_HOST=0.0.0.0 FOLEY_PORT=8000 FOLEY_MODELS_DIR=/app/engines/artifacts
+# The tiers are package data of the installed wheel: no FOLEY_MODELS_DIR needed.
+ENV FOLEY_HOST=0.0.0.0 FOLEY_PORT=8000
 # Export jobs' shared storage (a volume in docker-compose.yml takes this directory's owner).
 RUN mkdir -p /data/exports && chown nobody /data/exports
 EXPOSE 8000

@@ -11,13 +11,15 @@ from pathlib import Path
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+# The shipped tiers: package data of `engines`, beside this package in the source tree and in an
+# installed wheel alike.
+SHIPPED_MODELS_DIR = Path(__file__).resolve().parent.parent / "engines" / "artifacts"
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FOLEY_", extra="ignore")
 
-    models_dir: Path = Field(default=REPO_ROOT / "engines" / "artifacts")
+    models_dir: Path = Field(default=SHIPPED_MODELS_DIR)
     default_tier: str = "preview"
     backend: str = "onnxruntime"
     # One: the decoder runs in its own process beside inference and takes the other core; two

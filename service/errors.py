@@ -46,6 +46,13 @@ class LimitExceeded(InvalidInput):
     http_status = 413
 
 
+class ModelConfigError(FoleyError):
+    """A tier's files are missing or unreadable: the deployment's fault, not the request's."""
+
+    code = "model_unavailable"
+    http_status = 503
+
+
 class NotReady(FoleyError):
     code = "not_ready"
     http_status = 503

@@ -31,7 +31,7 @@ import numpy as np
 from service.cache import create_cache
 from service.cache.base import Cache
 from service.config import Settings
-from service.errors import InvalidInput, MediaError
+from service.errors import InvalidInput, MediaError, ModelConfigError
 from service.media import decode
 from service.media.audio_out import AudioWriter
 from service.media.decode import DecodeLimits, open_video
@@ -75,12 +75,19 @@ class FoleyEngine:
 
     @classmethod
     def load(cls, settings: Settings, cache: Cache | None = None) -> FoleyEngine:
-        tier: Tier = (
-            load_contact_tier(settings.models_dir, settings.default_tier)
-            if is_contact_tier(settings.models_dir, settings.default_tier)
-            else load_tier(settings.models_dir, settings.default_tier)
-        )
-        backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
+        models, name = settings.models_dir, settings.default_tier
+        try:
+            tier: Tier = (
+                load_contact_tier(models, name)
+                if is_contact_tier(models, name)
+                else load_tier(models, name)
+            )
+            backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
+        except Exception as exc:  # a missing or damaged file; ONNX Runtime raises bare Exceptions
+            raise ModelConfigError(
+                f"tier {name!r} in {models} cannot be loaded ({type(exc).__name__}: {exc}); "
+                "FOLEY_MODELS_DIR names the folder that holds the tiers"
+            ) from exc
         log.info("loaded tier %s %s on %s", tier.name, tier.version, backend.name)
         return cls(settings, tier, backend, cache)
 
