@@ -10,7 +10,8 @@ rounds of `--generator-steps`, each continuing from the last with a fresh one-cy
 (warm restarts); the onset trigger calibrated after each round. That model is the `export`
 tier. The `preview` tier is the same model with half its encoder channels and generator hidden
 units pruned away (engines.export.prune), fine-tuned for `--prune-steps` more with the same
-recipe at a lower rate (docs/model-card.md, Compression). Deterministic per seed. The README
+recipe at a lower rate (docs/model-card.md, Compression). Last, each tier's live gain is
+calibrated against its offline renders (engines.eval.loudness). Deterministic per seed. The README
 states how long each step takes on a 2-core CPU.
 """
 
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 
 from engines.data.dataset import write_dataset
+from engines.eval import loudness
 from engines.export.onnx_export import export_tier
 from engines.export.prune import prune
 from engines.models.checkpoint import checkpoint_config
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         val_dir=val,
     )
     export_tier(tuned, args.out / "preview", name="preview")
+    loudness.main(["--models", str(args.out), "--tiers", "export", "preview", "--write"])
     log.info("total: %.0f s", time.perf_counter() - started)
 
 

@@ -23,8 +23,12 @@ from service.config import Settings
 from service.errors import FoleyError, InvalidInput
 from service.pipeline.types import (
     AUDIO_FORMATS,
+    DEFAULT_TARGET_LUFS,
+    MAX_LUFS,
+    MIN_LUFS,
     SAMPLE_RATES,
     VIDEO_FORMATS,
+    Levelling,
     OutputFormat,
     ProgressFn,
     RenderOptions,
@@ -92,6 +96,11 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
     generate.add_argument("--tier", help="model tier (default: the configured default tier)")
     generate.add_argument(
+        "--loudness", type=_loudness, default=DEFAULT_TARGET_LUFS, metavar="LUFS|off",
+        help="integrated loudness of the track, EBU R128, true peak under -1 dBTP "
+        f"(default {DEFAULT_TARGET_LUFS:g}); off: the model's own level",
+    )  # fmt: skip
+    generate.add_argument(
         "--keep-original-audio", action="store_true",
         help="video outputs: also keep the input's own audio streams",
     )  # fmt: skip
@@ -139,6 +148,7 @@ def _generate(args: argparse.Namespace) -> int:
         sample_rate=args.sample_rate,
         tier=args.tier,
         keep_original_audio=args.keep_original_audio,
+        loudness_lufs=args.loudness,
     )
     engine = load_engine(settings)
     started = perf_counter()
@@ -148,9 +158,30 @@ def _generate(args: argparse.Namespace) -> int:
     speed = result.duration_s / elapsed if elapsed > 0 else float("inf")
     print(
         f"{args.output}: {result.duration_s:.2f} s, {result.frames} frames, "
-        f"{result.sample_rate} Hz, rendered in {elapsed:.2f} s ({speed:.1f}x real time)"
+        f"{result.sample_rate} Hz{_level_note(result.levelling)}, rendered in {elapsed:.2f} s "
+        f"({speed:.1f}x real time)"
     )
     return EXIT_OK
+
+
+def _loudness(text: str) -> float | None:
+    if text.lower() == "off":
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a loudness in LUFS or 'off'") from None
+    if not MIN_LUFS <= value <= MAX_LUFS:
+        raise argparse.ArgumentTypeError(f"{text} LUFS is outside {MIN_LUFS:g}..{MAX_LUFS:g}")
+    return value
+
+
+def _level_note(levelling: Levelling | None) -> str:
+    if levelling is None:
+        return ""
+    measured = levelling.loudness.integrated_lufs
+    level = "silent" if measured is None else f"{measured:.1f} LUFS"
+    return f", {level} (gain {levelling.gain_db:+.1f} dB)"
 
 
 def output_format_of(path: Path) -> OutputFormat:

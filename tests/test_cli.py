@@ -5,13 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import av
+import numpy as np
 import pytest
 
 from service import cli
 from service.config import Settings
 from service.errors import MediaError
-from service.pipeline.types import RenderOptions, RenderResult
+from service.media.loudness import CEILING_DBTP, measure
+from service.pipeline.types import DEFAULT_TARGET_LUFS, RenderOptions, RenderResult
 from tests.media import videos
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "sample.mp4"
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -118,6 +122,31 @@ def test_success_prints_one_summary_line_and_passes_the_options(
 
 
 @pytest.mark.parametrize(
+    ("given", "target"),
+    [([], -23.0), (["--loudness", "-16"], -16.0), (["--loudness", "off"], None)],
+)
+def test_loudness_reaches_the_engine(
+    video: Path, tmp_path: Path, capsys, monkeypatch, given: list[str], target: float | None
+) -> None:
+    engine = ScriptedEngine()
+    use_engine(monkeypatch, engine)
+    code, _, err = run(["generate", str(video), "-o", str(tmp_path / "out.wav"), *given], capsys)
+    assert code == 0, err
+    assert engine.options is not None and engine.options.loudness_lufs == target
+
+
+@pytest.mark.parametrize("value", ["loud", "-80", "3"])
+def test_a_loudness_out_of_range_is_a_usage_error(
+    video: Path, tmp_path: Path, capsys, value: str
+) -> None:
+    code, _, err = run(
+        ["generate", str(video), "-o", str(tmp_path / "out.wav"), "--loudness", value], capsys
+    )
+    assert code == 2
+    assert "--loudness" in err
+
+
+@pytest.mark.parametrize(
     ("error", "exit_code", "code"),
     [
         (MediaError("no video stream", code="no_video_stream"), 2, "no_video_stream"),
@@ -163,3 +192,43 @@ def test_generate_with_the_shipped_model(
         assert audio.rate == 24000
         seconds = sum(frame.samples for frame in container.decode(audio)) / 24000
     assert seconds == pytest.approx(2.0, abs=1 / 25 + 0.03)
+
+
+def track_of(path: Path) -> np.ndarray:
+    """The first audio stream, float mono at 48 kHz."""
+    with av.open(str(path)) as container:
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=48000)
+        frames = [*container.decode(container.streams.audio[0]), None]
+        chunks = [f.to_ndarray().reshape(-1) for frame in frames for f in resampler.resample(frame)]
+    return np.concatenate(chunks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("suffix", "rate"), [(".wav", 48000), (".flac", 44100), (".mp4", 48000)])
+def test_the_sample_renders_at_the_target_loudness(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, rate: int
+) -> None:
+    output = tmp_path / f"foley{suffix}"
+    argv = ["generate", str(SAMPLE), "-o", str(output), "--sample-rate", str(rate)]
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    assert "LUFS (gain +" in out
+    loudness = measure(track_of(output), 48000)
+    assert loudness.integrated_lufs == pytest.approx(DEFAULT_TARGET_LUFS, abs=0.5)
+    assert loudness.true_peak_dbtp <= CEILING_DBTP
+
+
+@pytest.mark.slow
+def test_loudness_off_keeps_the_models_own_level(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw, levelled = tmp_path / "raw.wav", tmp_path / "levelled.wav"
+    code, out, _ = run(["generate", str(SAMPLE), "-o", str(raw), "--loudness", "off"], capsys)
+    assert code == 0 and "LUFS" not in out
+    assert run(["generate", str(SAMPLE), "-o", str(levelled)], capsys)[0] == 0
+    x, y = track_of(raw), track_of(levelled)
+    # The levelled track is the raw one times one gain, except around the loudest attacks.
+    quiet = (np.abs(y) < 0.5 * np.abs(y).max()) & (np.abs(x) > 1e-3)
+    ratio = y[quiet] / x[quiet]
+    assert np.median(ratio) > 10  # the raw track is well under the target
+    assert np.mean(np.abs(ratio / np.median(ratio) - 1) < 0.01) > 0.8

@@ -44,6 +44,7 @@ class ExportJob(BaseModel):
     format: str
     sample_rate: int
     tier: str
+    loudness_lufs: float | None = Field(description="The render's loudness target (None: off)")
     filename: str | None
     attempts: int = Field(description="Starts, a lost worker's included")
     cancel_requested: bool
@@ -53,6 +54,7 @@ class ExportJob(BaseModel):
     expires_at: datetime | None = Field(description="When the result and this record go")
     duration_s: float | None = Field(description="The video's duration, once rendered")
     result_bytes: int | None
+    gain_db: float | None = Field(description="The loudness gain the render applied, in dB")
     result_url: str | None
     timings: dict[str, float] = Field(description="Seconds per stage")
     error: ErrorBody | None
@@ -121,6 +123,7 @@ async def create_export(
         format=params.format,
         sample_rate=params.sample_rate,
         tier=tier,
+        loudness_lufs=params.loudness_lufs,
         filename=upload.filename,
         idempotency_key=idempotency_key,
         upload_sha256=upload.sha256,
@@ -175,6 +178,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         format=record.format,
         sample_rate=record.sample_rate,
         tier=record.tier,
+        loudness_lufs=record.loudness_lufs,
         filename=record.filename,
         attempts=record.attempts,
         cancel_requested=record.cancel_requested,
@@ -184,6 +188,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         expires_at=_time(record.expires_at),
         duration_s=record.duration_s,
         result_bytes=record.result_bytes,
+        gain_db=record.gain_db,
         result_url=f"/v1/exports/{record.id}/result" if done else None,
         timings=record.timings,
         error=ErrorBody(code=record.error.code, reason=record.error.reason)

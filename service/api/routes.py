@@ -54,7 +54,8 @@ _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _FOLEY_RESPONSES: dict[int | str, dict] = {
     200: {
         "description": "The rendered file (Server-Timing: per-stage milliseconds; "
-        "X-Foley-Cache: hit or miss)",
+        "X-Foley-Cache: hit or miss; X-Foley-Gain-dB: the loudness gain applied, absent with "
+        "loudness=off)",
         "content": {media_type: _BINARY for media_type in MEDIA_TYPES.values()},
     },
     **{status: {"model": ErrorResponse, "description": text} for status, text in _ERRORS.items()},
@@ -129,7 +130,11 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
-        options = RenderOptions(format=params.format, sample_rate=params.sample_rate)
+        options = RenderOptions(
+            format=params.format,
+            sample_rate=params.sample_rate,
+            loudness_lufs=params.loudness_lufs,
+        )
         # The weights' digest with the version: retrained weights never meet old results.
         model = f"{engine.tier.version}+{engine.tier.digest}"
         key = results.result_key(upload.sha256, engine.tier.name, model, options)
@@ -155,7 +160,14 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         after_send=lambda: results.store(state.cache, key, result, max_item_bytes=max_item_bytes),
         media_type=MEDIA_TYPES[result.format],
         filename=download_name(upload.filename, result.format),
-        headers=_headers(timings, result.tier, result.model_version, result.duration_s, "miss"),
+        headers=_headers(
+            timings,
+            result.tier,
+            result.model_version,
+            result.duration_s,
+            "miss",
+            None if result.levelling is None else result.levelling.gain_db,
+        ),
     )
 
 
@@ -179,7 +191,9 @@ def _cached_response(
         cached.format, cached.duration_s, 1000 * timings["total"],
     )  # fmt: skip
     name = download_name(upload.filename, cached.format)
-    headers = _headers(timings, cached.tier, cached.model_version, cached.duration_s, "hit")
+    headers = _headers(
+        timings, cached.tier, cached.model_version, cached.duration_s, "hit", cached.gain_db
+    )
     return TempBytesResponse(
         cached.body,
         workdir,
@@ -189,15 +203,23 @@ def _cached_response(
 
 
 def _headers(
-    timings: Mapping[str, float], tier: str, model_version: str, duration_s: float, cache: str
+    timings: Mapping[str, float],
+    tier: str,
+    model_version: str,
+    duration_s: float,
+    cache: str,
+    gain_db: float | None,
 ) -> dict[str, str]:
-    return {
+    headers = {
         "Server-Timing": server_timing(timings),
         "X-Foley-Tier": tier,
         "X-Foley-Model-Version": model_version,
         "X-Foley-Duration": f"{duration_s:.3f}",
         "X-Foley-Cache": cache,
     }
+    if gain_db is not None:
+        headers["X-Foley-Gain-dB"] = f"{gain_db:+.2f}"
+    return headers
 
 
 async def _render(

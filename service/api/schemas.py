@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from service.pipeline.types import AUDIO_FORMATS, SAMPLE_RATES, VIDEO_FORMATS, OutputFormat
+from service.pipeline.types import (
+    AUDIO_FORMATS,
+    DEFAULT_TARGET_LUFS,
+    MAX_LUFS,
+    MIN_LUFS,
+    SAMPLE_RATES,
+    VIDEO_FORMATS,
+    OutputFormat,
+)
 
 SampleRate = Literal[48000, 44100, 24000, 16000]
 assert get_args(SampleRate) == SAMPLE_RATES, "SampleRate must match pipeline.types.SAMPLE_RATES"
@@ -30,6 +38,15 @@ class FoleyParams(BaseModel):
         default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
     )
     sample_rate: SampleRate = Field(default=48000, description="Output sample rate in Hz")
+    loudness: Annotated[float, Field(ge=MIN_LUFS, le=MAX_LUFS)] | Literal["off"] = Field(
+        default=DEFAULT_TARGET_LUFS,
+        description="Integrated loudness of the track in LUFS (EBU R128; true peak under "
+        "-1 dBTP), one gain for the whole render; `off`: the model's own level",
+    )
+
+    @property
+    def loudness_lufs(self) -> float | None:
+        return None if self.loudness == "off" else float(self.loudness)
 
     @field_validator("sample_rate", mode="before")
     @classmethod

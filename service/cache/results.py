@@ -3,7 +3,7 @@
 Key: the SHA-256 of the uploaded file's bytes, the tier's name and model version, and every field
 of `RenderOptions` (so an option added there is part of the key without a change here):
 
-    result:v1:<sha256 hex>:<tier>:<model version>:format=wav,keep_original_audio=False,...
+    result:v2:<sha256 hex>:<tier>:<model version>:format=wav,keep_original_audio=False,...
 
 A result is only returned for the same bytes, through the same model, with the same options; a
 new model version never sees an old one's results. (The pipeline's window memo works below
@@ -29,7 +29,7 @@ from service.cache.base import Cache
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
-LAYOUT = "v1"  # bump when the key or value layout changes: old entries are then never read
+LAYOUT = "v2"  # bump when the key or value layout changes: old entries are then never read
 _HEADER_LEN = 4
 
 
@@ -42,6 +42,7 @@ class CachedResult:
     tier: str
     model_version: str
     body: bytes | memoryview
+    gain_db: float | None = None  # the loudness gain applied (None: loudness off)
 
 
 def result_key(content_sha256: str, tier: str, model_version: str, options: RenderOptions) -> str:
@@ -61,6 +62,7 @@ def encode(result: RenderResult, body: bytes) -> bytes:
             "frames": result.frames,
             "tier": result.tier,
             "model_version": result.model_version,
+            "gain_db": None if result.levelling is None else result.levelling.gain_db,
         }
     ).encode()
     return len(header).to_bytes(_HEADER_LEN, "big") + header + body

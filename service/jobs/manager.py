@@ -166,8 +166,9 @@ class JobManager:
 
 def _check_same_request(earlier: JobRecord, now: JobRecord) -> None:
     """An idempotency key stands for one request: reusing it for another is a client bug."""
-    mine = (earlier.format, earlier.sample_rate, earlier.tier, earlier.upload_sha256)
-    theirs = (now.format, now.sample_rate, now.tier, now.upload_sha256)
+    mine = (earlier.format, earlier.sample_rate, earlier.tier, earlier.loudness_lufs,
+            earlier.upload_sha256)  # fmt: skip
+    theirs = (now.format, now.sample_rate, now.tier, now.loudness_lufs, now.upload_sha256)
     if mine != theirs:
         raise InvalidInput(
             "this Idempotency-Key was used for another request (another file or parameters: "

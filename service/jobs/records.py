@@ -18,6 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from service.pipeline.types import DEFAULT_TARGET_LUFS
+
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 ACTIVE: frozenset[str] = frozenset({"queued", "running"})
@@ -41,6 +43,7 @@ class JobRecord:
     format: str
     sample_rate: int
     tier: str
+    loudness_lufs: float | None = DEFAULT_TARGET_LUFS  # the render's target; None: model level
     filename: str | None = None  # the upload's name, for the download's name
     idempotency_key: str | None = None
     upload_sha256: str | None = None  # tells a retried request from another with the same key
@@ -55,6 +58,7 @@ class JobRecord:
     worker: str | None = None  # host:pid of the process running it (for operators and tests)
     duration_s: float | None = None  # of the video, once rendered
     result_bytes: int | None = None
+    gain_db: float | None = None  # the loudness gain the render applied
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     error: JobError | None = None
 

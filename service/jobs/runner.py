@@ -109,7 +109,11 @@ def _attempt(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         result = engine.render(  # type: ignore[attr-defined]
             storage.input_path(record.id),
             staging,
-            RenderOptions(format=record.format, sample_rate=record.sample_rate),  # type: ignore[arg-type]
+            RenderOptions(
+                format=record.format,  # type: ignore[arg-type]
+                sample_rate=record.sample_rate,
+                loudness_lufs=record.loudness_lufs,
+            ),
             progress=_progress(ctx, record, deadline),
         )
         final = storage.result_path(record.id, record.format)
@@ -121,6 +125,7 @@ def _attempt(ctx: JobContext, record: JobRecord) -> JobRecord | None:
             progress=1.0,
             duration_s=result.duration_s,
             result_bytes=final.stat().st_size,
+            gain_db=None if result.levelling is None else result.levelling.gain_db,
             timings=result.timings,
         )
     except _Stop as stop:

@@ -80,6 +80,9 @@ class TierConfig:
     # so that retrained weights shipped under an unchanged version never meet old entries.
     digest: str = ""
     kind: str = "frames"  # model frames at a fixed rate (contacts tiers: contacts.tier)
+    # The live preview's gain (service.media.loudness.LiveLevel), calibrated against offline
+    # renders by engines.eval.loudness; 0 until calibrated.
+    live_gain_db: float = 0.0
 
     @property
     def mels_per_frame(self) -> int:
@@ -151,6 +154,7 @@ def load_tier(models_dir: Path, tier: str) -> TierConfig:
         generator=_stage("generator", stages["generator"]),
         vocoder=_stage("vocoder", stages["vocoder"]),
         digest=_digest(config_file, [path / stages[name]["file"] for name in STAGE_NAMES]),
+        live_gain_db=float(audio.get("live_gain_db", 0.0)),
     )
     if config.sample_rate % (config.hop * config.fps):
         raise ValueError(f"tier {tier!r}: sample_rate must be a multiple of hop * fps")

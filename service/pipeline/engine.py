@@ -19,7 +19,6 @@ thread-safe. Nothing per-request is stored on self.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -35,6 +34,7 @@ from service.errors import InvalidInput, MediaError, ModelConfigError
 from service.media import decode
 from service.media.audio_out import AudioWriter
 from service.media.decode import DecodeLimits, open_video
+from service.media.loudness import LevelledSink
 from service.media.mux import FoleyMuxer
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts.synth import ContactSynth
@@ -115,11 +115,21 @@ class FoleyEngine:
         started = time.perf_counter()
         timer = StageTimer()
         stage = "write" if options.format in AUDIO_FORMATS else "mux"
-        open_sink = functools.partial(self._open_sink, input_path, output_path, options)
+        opened: list[Sink] = []
+
+        def open_sink(start_s: float) -> Sink:
+            sink = self._open_sink(input_path, output_path, options, start_s)
+            if options.loudness_lufs is not None:
+                rate, target = self.tier.sample_rate, options.loudness_lufs
+                sink = LevelledSink(sink, sample_rate=rate, target_lufs=target)
+            opened.append(sink)
+            return sink
+
         synth = self._synth(timer)
         start_s, duration_s, frames = self._render_track(
             input_path, open_sink, stage, synth, timer, progress
         )
+        levelling = opened[0].levelling if isinstance(opened[0], LevelledSink) else None
         timer.seconds["total"] = time.perf_counter() - started
         return RenderResult(
             output=output_path,
@@ -133,6 +143,7 @@ class FoleyEngine:
             timings=dict(timer.seconds),
             reuse=synth.reuse,
             events_s=synth.event_times_s,
+            levelling=levelling,
         )
 
     def _synth(self, timer: StageTimer) -> ClipSynth:

@@ -7,6 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+DEFAULT_TARGET_LUFS = -23.0  # EBU R128
+MIN_LUFS, MAX_LUFS = -50.0, -5.0  # the targets accepted: broadcast to loud streaming and beyond
+
 OutputFormat = Literal["wav", "flac", "mp4", "mov", "mkv"]
 AUDIO_FORMATS: frozenset[str] = frozenset({"wav", "flac"})
 VIDEO_FORMATS: frozenset[str] = frozenset({"mp4", "mov", "mkv"})
@@ -16,11 +19,31 @@ ProgressFn = Callable[[float], None]
 
 
 @dataclass(frozen=True)
+class Loudness:
+    integrated_lufs: float | None  # None: no block above the gate
+    true_peak_dbtp: float  # -inf for digital silence (the sample peak where so measured)
+
+
+@dataclass(frozen=True)
+class Levelling:
+    """What a render's level became: `gain_db` applied to the whole track, at most `limited_db`
+    taken off its loudest attacks by the limiter, and the result as measured."""
+
+    target_lufs: float
+    gain_db: float
+    limited_db: float
+    loudness: Loudness
+
+
+@dataclass(frozen=True)
 class RenderOptions:
     format: OutputFormat
     sample_rate: int = 48000
     tier: str | None = None  # None: the service's default tier
     keep_original_audio: bool = False  # muxed outputs: also copy the input's audio streams
+    # The track's integrated loudness (EBU R128), one gain for the whole render
+    # (service.media.loudness); None: the model's own level.
+    loudness_lufs: float | None = DEFAULT_TARGET_LUFS
 
 
 @dataclass
@@ -57,3 +80,4 @@ class RenderResult:
     reuse: ReuseStats = field(default_factory=ReuseStats)
     # Contact sounds the generator fired, in seconds from the track's start.
     events_s: tuple[float, ...] = ()
+    levelling: Levelling | None = None  # the gain applied (None: loudness off)

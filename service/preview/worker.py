@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from service.media.audio_out import ExactResampler
+from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
@@ -77,6 +78,7 @@ class Session:
     decoder: FrameDecoder
     stream: object  # the runner's
     out: ExactResampler
+    level: LiveLevel
     pending: deque[tuple[FrameMessage, float]] = field(default_factory=deque)
     ending: bool = False
     closed: bool = False
@@ -125,6 +127,7 @@ class PreviewWorker:
                 ),
                 stream=self.runner.open(),
                 out=ExactResampler(self.tier.sample_rate, config.sample_rate, "flt"),
+                level=LiveLevel(self.tier.sample_rate, self.tier.live_gain_db),
             )
             self._sessions[session.id] = session
         return session
@@ -211,7 +214,8 @@ class PreviewWorker:
             self._deliver_audio(session, chunk, received, compute_s, size)
         for session, chunk in zip(enders, finals, strict=True):
             self._deliver_audio(session, chunk, time.perf_counter(), compute_s, 0)
-            tail = session.out.flush()
+            held = session.out.push(session.level.flush())
+            tail = np.concatenate([np.zeros(0, np.float32), *held, session.out.flush()])
             if len(tail):
                 session.deliver(
                     AudioOut(session.samples_out, tail, [], time.perf_counter(), compute_s, 0)
@@ -258,7 +262,8 @@ class PreviewWorker:
     ) -> None:
         if session.closed or not len(chunk.audio):
             return
-        samples = np.concatenate([np.zeros(0, np.float32), *session.out.push(chunk.audio)])
+        level = session.level.push(chunk.audio)
+        samples = np.concatenate([np.zeros(0, np.float32), *session.out.push(level)])
         rate = session.config.sample_rate / self.tier.sample_rate
         onsets = [round(n * rate) for n in chunk.onsets]
         session.deliver(AudioOut(session.samples_out, samples, onsets, received, compute_s, batch))

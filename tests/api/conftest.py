@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
-from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
+from service.pipeline.types import Levelling, Loudness, ProgressFn, RenderOptions, RenderResult
 from tests.conftest import uvicorn_server, wait_until
 
 UPLOAD_LIMIT = 256 * 1024
@@ -40,6 +40,9 @@ class RenderCall:
     options: RenderOptions
     thread: threading.Thread
     on_event_loop: bool
+
+
+GAIN_DB = 12.5  # the loudness gain RecordingEngine reports
 
 
 @dataclass
@@ -103,6 +106,11 @@ class RecordingEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(self.timings),
+            levelling=None
+            if options.loudness_lufs is None
+            else Levelling(
+                options.loudness_lufs, GAIN_DB, 0.0, Loudness(options.loudness_lufs, -3.0)
+            ),
         )
 
 

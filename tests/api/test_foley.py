@@ -13,6 +13,7 @@ from service.api.routes import download_name, server_timing
 from service.config import Settings
 from service.errors import LimitExceeded, MediaError
 from tests.api.conftest import (
+    GAIN_DB,
     RENDERED,
     SERVER_TIMING,
     RecordingEngine,
@@ -70,6 +71,19 @@ def test_parameters_as_query_or_form_fields_mean_the_same(
 
 
 @pytest.mark.parametrize(
+    ("given", "target"), [({}, -23.0), ({"loudness": "-16"}, -16.0), ({"loudness": "off"}, None)]
+)
+def test_loudness_reaches_the_engine_and_its_gain_is_a_header(
+    client: TestClient, engine: RecordingEngine, given: dict, target: float | None
+) -> None:
+    response = client.post("/v1/foley", params=given, files=upload())
+    assert response.status_code == 200, response.text
+    assert engine.calls[0].options.loudness_lufs == target
+    gain = response.headers.get("x-foley-gain-db")
+    assert gain == (None if target is None else f"{GAIN_DB:+.2f}")
+
+
+@pytest.mark.parametrize(
     ("params", "data"),
     [
         ({"format": "mp3"}, {}),
@@ -78,6 +92,9 @@ def test_parameters_as_query_or_form_fields_mean_the_same(
         ({}, {"format": "ogg"}),
         ({}, {"sample_rate": "8000"}),
         ({"format": "wav"}, {"format": "flac"}),  # the two ways disagree
+        ({"loudness": "loud"}, {}),
+        ({"loudness": "-80"}, {}),
+        ({}, {"loudness": "0"}),
     ],
 )
 def test_bad_parameters_are_422_with_a_code(

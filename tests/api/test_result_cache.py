@@ -33,7 +33,7 @@ from tests.redis_server import RedisServer
 # What a hit answers exactly as the miss did (not Server-Timing, X-Foley-Cache, file headers).
 SAME_HEADERS = (
     "content-type", "content-length", "content-disposition",
-    "x-foley-tier", "x-foley-model-version", "x-foley-duration",
+    "x-foley-tier", "x-foley-model-version", "x-foley-duration", "x-foley-gain-db",
 )  # fmt: skip
 CLIP = b"\x00\x00\x00\x18ftypmp42 one clip"
 OTHER_CLIP = b"\x00\x00\x00\x18ftypmp42 another clip"

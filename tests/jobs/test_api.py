@@ -15,7 +15,7 @@ from service.config import Settings
 from service.errors import MediaError
 from service.jobs import create_job_manager
 from service.jobs.engines import EngineRegistry
-from service.pipeline.types import RenderResult
+from service.pipeline.types import Levelling, Loudness, RenderResult
 from tests.jobs.conftest import StubEngine, finished, wait_for
 
 WINDOWS = 10
@@ -32,6 +32,7 @@ class SteppedEngine:
         self.gate.set()
         self.windows_run = 0
         self.fail_with: Exception | None = None
+        self.loudness: list[float | None] = []  # each render's target
 
     def render(self, input_path: Path, output_path: Path, options, progress=None):
         if self.fail_with is not None:
@@ -42,8 +43,11 @@ class SteppedEngine:
             if progress is not None:
                 progress((i + 1) / WINDOWS)
         output_path.write_bytes(b"track of " + input_path.read_bytes())
+        self.loudness.append(options.loudness_lufs)
+        target = options.loudness_lufs
+        levelling = None if target is None else Levelling(target, 9.5, 0.0, Loudness(target, -2))
         return RenderResult(output_path, options.format, options.sample_rate, 0.0, 1.0, 30,
-                            "export", "test", {"total": 0.01})  # fmt: skip
+                            "export", "test", {"total": 0.01}, levelling=levelling)  # fmt: skip
 
 
 @pytest.fixture
@@ -90,6 +94,18 @@ def test_a_job_is_accepted_runs_and_serves_its_result(api):
     assert result.content == b"track of video bytes"
     assert result.headers["content-type"] == "audio/flac"
     assert 'filename="reel_1.foley.flac"' in result.headers["content-disposition"]
+
+
+@pytest.mark.parametrize(
+    ("given", "target", "gain"), [({}, -23.0, 9.5), ({"loudness": "off"}, None, None)]
+)
+def test_a_job_renders_at_its_loudness_and_records_the_gain(api, engine, given, target, gain):
+    job = post(api, params=given).json()
+    assert job["loudness_lufs"] == target
+    done = wait_for(api, job["id"], finished)
+    assert done["state"] == "succeeded"
+    assert engine.loudness == [target]
+    assert done["gain_db"] == gain
 
 
 def test_progress_is_reported_while_running_and_no_result_before(api, engine):

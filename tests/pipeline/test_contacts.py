@@ -14,6 +14,7 @@ from engines.eval.scenes import control_clip, scene_clip
 from engines.sim import scene_from_seed
 from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
+from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts import strength
 from service.pipeline.contacts.render import CONTACT_DAMPING, DAMP_S, Event, EventRenderer
@@ -249,7 +250,9 @@ def test_live_preview_gives_the_offline_track(tier: ContactTier, backend: Backen
         worker.stop()
     audio = [o for o in outputs if isinstance(o, AudioOut)]
     live = np.concatenate([o.samples for o in audio])
-    np.testing.assert_allclose(live, whole, atol=1e-6)
+    level = LiveLevel(tier.sample_rate, tier.live_gain_db)
+    at_live_level = np.concatenate([level.push(whole), level.flush()])
+    np.testing.assert_allclose(live, at_live_level, atol=1e-6 * 10 ** (tier.live_gain_db / 20))
     onsets = [n for o in audio for n in o.onsets]
     assert all(o.start <= n < o.start + len(o.samples) for o in audio for n in o.onsets)
     expected = [int(np.ceil(t * tier.sample_rate - 1e-9)) for t in synth.event_times_s]

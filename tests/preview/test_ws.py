@@ -20,6 +20,7 @@ from service.media.decode import DecodeLimits, open_video
 from service.pipeline.types import RenderOptions
 from service.preview import protocol as p
 from tests.api.conftest import wait_ready
+from tests.preview.levels import at_live_level
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 
@@ -118,11 +119,13 @@ def test_streamed_track_equals_the_offline_render(client, real_engine, tmp_path:
     stats = got.of("stats")
     assert stats and stats[-1]["chunks"] == len(frames) - 1  # one per frame after the first
     assert got.events.index(stats[-1]) == len(got.events) - 2  # just before "end"
-    real_engine.render(SAMPLE, tmp_path / "offline.wav", RenderOptions(format="wav"))
-    offline, rate = read_audio(tmp_path / "offline.wav")
+    off = RenderOptions(format="wav", loudness_lufs=None)
+    real_engine.render(SAMPLE, tmp_path / "offline.wav", off)
+    raw, rate = read_audio(tmp_path / "offline.wav")
+    offline, tolerance = at_live_level(real_engine.tier, raw)
     assert rate == 48000 and abs(len(streamed) - len(offline)) < 1600
     n = min(len(streamed), len(offline))
-    np.testing.assert_allclose(streamed[:n], offline[:n], atol=2 / 32768)
+    np.testing.assert_allclose(streamed[:n], offline[:n], atol=tolerance)
     onsets = [e["sample"] for e in got.of("onset")]
     assert onsets, "the sample clip has contacts"
     assert all(s % 400 == 0 for s in onsets)  # on acoustic frames (hop 400 at 48 kHz)
@@ -308,10 +311,12 @@ def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) 
             ws.send_text(json.dumps({"type": "end"}))
             while not (isinstance(e := got.take(ws), dict) and e["type"] == "end"):
                 pass
-    result = objects_engine.render(SAMPLE, tmp_path / "offline.wav", RenderOptions(format="wav"))
-    offline, rate = read_audio(tmp_path / "offline.wav")
+    off = RenderOptions(format="wav", loudness_lufs=None)
+    result = objects_engine.render(SAMPLE, tmp_path / "offline.wav", off)
+    raw, rate = read_audio(tmp_path / "offline.wav")
+    offline, tolerance = at_live_level(objects_engine.tier, raw)
     streamed = got.samples
     assert rate == 48000 and len(streamed) == len(offline)
-    np.testing.assert_allclose(streamed, offline, atol=2 / 32768)
+    np.testing.assert_allclose(streamed, offline, atol=tolerance)
     onsets = [e["sample"] for e in got.of("onset")]
     assert onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]

@@ -66,6 +66,7 @@ class ContactTier:
     renderer: RendererSpec
     digest: str = ""
     kind: str = KIND
+    live_gain_db: float = 0.0  # as TierConfig.live_gain_db
 
     @property
     def stages(self) -> tuple[StageSpec, StageSpec]:
@@ -141,4 +142,5 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
             float(render["voice_size_m"]),
         ),
         digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
+        live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
     )
