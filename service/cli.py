@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, cast
 
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput
+from service.markers import marker_format, markers_document, write_markers
 from service.pipeline.types import (
     AUDIO_FORMATS,
     DEFAULT_TARGET_LUFS,
@@ -32,6 +33,7 @@ from service.pipeline.types import (
     OutputFormat,
     ProgressFn,
     RenderOptions,
+    RenderResult,
 )
 
 if TYPE_CHECKING:
@@ -101,8 +103,13 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_TARGET_LUFS:g}); off: the model's own level",
     )  # fmt: skip
     generate.add_argument(
-        "--keep-original-audio", action="store_true",
-        help="video outputs: also keep the input's own audio streams",
+        "--events", type=Path, metavar="FILE",
+        help="also write the contacts as markers: .otio (a timeline), .json or .csv",
+    )  # fmt: skip
+    generate.add_argument(
+        "--replace-audio", action="store_true",
+        help="video outputs: the Foley alone (by default the input's own audio is kept, copied, "
+        "and the Foley added as one more track)",
     )  # fmt: skip
     generate.set_defaults(run=_generate)
 
@@ -136,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _generate(args: argparse.Namespace) -> int:
     output_format = output_format_of(args.output)
+    if args.events is not None:
+        marker_format(args.events)
     if not args.input.is_file():
         raise InvalidInput(f"{args.input}: no such file", code="input_not_found")
     if not args.output.parent.is_dir():
@@ -147,13 +156,15 @@ def _generate(args: argparse.Namespace) -> int:
         format=output_format,
         sample_rate=args.sample_rate,
         tier=args.tier,
-        keep_original_audio=args.keep_original_audio,
+        replace_audio=args.replace_audio,
         loudness_lufs=args.loudness,
     )
     engine = load_engine(settings)
     started = perf_counter()
     with _staged(args.output) as staging, _progress_bar() as progress:
         result = engine.render(args.input, staging, options, progress=progress)
+    if args.events is not None:
+        _write_events(args.events, args.input, args.output, result)
     elapsed = perf_counter() - started
     speed = result.duration_s / elapsed if elapsed > 0 else float("inf")
     print(
@@ -162,6 +173,17 @@ def _generate(args: argparse.Namespace) -> int:
         f"({speed:.1f}x real time)"
     )
     return EXIT_OK
+
+
+def _write_events(path: Path, video: Path, audio: Path, result: RenderResult) -> None:
+    """The render's contacts beside it, naming the video and the track relative to the file."""
+
+    def relative(p: Path) -> str:
+        return os.path.relpath(p.resolve(), path.resolve().parent)
+
+    document = markers_document(result, video_name=relative(video), audio_name=relative(audio))
+    with _staged(path) as staging:
+        write_markers(staging, document)
 
 
 def _loudness(text: str) -> float | None:

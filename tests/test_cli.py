@@ -6,13 +6,15 @@ from pathlib import Path
 
 import av
 import numpy as np
+import opentimelineio as otio
 import pytest
 
 from service import cli
 from service.config import Settings
 from service.errors import MediaError
+from service.markers import MarkersDocument
 from service.media.loudness import CEILING_DBTP, measure
-from service.pipeline.types import DEFAULT_TARGET_LUFS, RenderOptions, RenderResult
+from service.pipeline.types import DEFAULT_TARGET_LUFS, ContactMarker, RenderOptions, RenderResult
 from tests.media import videos
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "sample.mp4"
@@ -45,8 +47,10 @@ class ScriptedEngine:
         output_path.write_bytes(b"partial")
         if self.fail is not None:
             raise self.fail
-        return RenderResult(output_path, options.format, options.sample_rate, 0.0, 12.0, 300,
-                            "test-tier", "0.0.1", {"decode": 0.1})  # fmt: skip
+        return RenderResult(output_path, options.format, options.sample_rate, 12.0, 12.0, 300,
+                            "test-tier", "0.0.1", {"decode": 0.1},
+                            markers=(ContactMarker(0.25, "impact", 0.5, "wood"),),
+                            video_fps=25.0)  # fmt: skip
 
 
 @pytest.fixture
@@ -110,10 +114,10 @@ def test_success_prints_one_summary_line_and_passes_the_options(
     monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
     output = tmp_path / "out.MKV"
     argv = ["generate", str(video), "-o", str(output), "--sample-rate", "16000",
-            "--keep-original-audio"]  # fmt: skip
+            "--replace-audio"]  # fmt: skip
     code, out, err = run(argv, capsys)
     assert code == 0, err
-    assert engine.options == RenderOptions("mkv", 16000, None, keep_original_audio=True)
+    assert engine.options == RenderOptions("mkv", 16000, None, replace_audio=True)
     assert output.read_bytes() == b"partial"
     assert out.count("\n") == 1
     assert "12.00 s" in out and "300 frames" in out and "real time" in out
@@ -133,6 +137,42 @@ def test_loudness_reaches_the_engine(
     code, _, err = run(["generate", str(video), "-o", str(tmp_path / "out.wav"), *given], capsys)
     assert code == 0, err
     assert engine.options is not None and engine.options.loudness_lufs == target
+
+
+@pytest.mark.parametrize("suffix", [".json", ".csv", ".otio"])
+def test_events_are_written_beside_the_track(
+    video: Path, tmp_path: Path, capsys, monkeypatch, suffix: str
+) -> None:
+    use_engine(monkeypatch, ScriptedEngine())
+    events = tmp_path / "marks" / f"clip{suffix}"
+    events.parent.mkdir()
+    code, _, err = run(
+        ["generate", str(video), "-o", str(tmp_path / "out.wav"), "--events", str(events)], capsys
+    )
+    assert code == 0, err
+    text = events.read_text()
+    if suffix == ".json":
+        document = MarkersDocument.model_validate_json(text)
+        assert (document.video.file, document.audio_file) == ("../in.mp4", "../out.wav")
+        assert [c.material for c in document.contacts] == ["wood"]
+    elif suffix == ".csv":
+        assert text.splitlines()[1].startswith("12.25,00:00:12:06,impact,0.5,wood")
+    else:
+        timeline = otio.adapters.read_from_string(text, "otio_json")
+        assert len(timeline.tracks.markers) == 1
+    assert sorted(p.name for p in events.parent.iterdir()) == [events.name]
+
+
+def test_an_unknown_events_extension_is_refused_before_the_model_loads(
+    video: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    engine = ScriptedEngine()
+    use_engine(monkeypatch, engine)
+    argv = ["generate", str(video), "-o", str(tmp_path / "out.wav"), "--events", "x.edl"]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    assert_one_error_line(err, "unsupported_format")
+    assert engine.options is None
 
 
 @pytest.mark.parametrize("value", ["loud", "-80", "3"])

@@ -27,13 +27,23 @@ from service.errors import InvalidInput
 from service.jobs.engines import check_tier
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
+from service.markers import MarkersDocument, render_markers
+from service.pipeline.types import OutputFormat
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
+_MARKER_TYPES = {
+    "json": "application/json",
+    "otio": "application/vnd.opentimelineio+json",
+    "csv": "text/csv",
+}
 State = Annotated[ServiceState, Depends(get_state)]
 IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, as in the IETF draft
 
 
 class ExportParams(FoleyParams):
+    format: OutputFormat = Field(
+        default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
+    )
     tier: str | None = Field(default=None, description="Model tier (default: the export tier)")
 
 
@@ -45,6 +55,7 @@ class ExportJob(BaseModel):
     sample_rate: int
     tier: str
     loudness_lufs: float | None = Field(description="The render's loudness target (None: off)")
+    replace_audio: bool = Field(description="Muxed outputs: the Foley alone")
     filename: str | None
     attempts: int = Field(description="Starts, a lost worker's included")
     cancel_requested: bool
@@ -124,6 +135,7 @@ async def create_export(
         sample_rate=params.sample_rate,
         tier=tier,
         loudness_lufs=params.loudness_lufs,
+        replace_audio=params.replace_audio,
         filename=upload.filename,
         idempotency_key=idempotency_key,
         upload_sha256=upload.sha256,
@@ -161,6 +173,42 @@ async def get_export_result(job_id: str, request: Request, state: State) -> File
     )
 
 
+@router.get(
+    "/{job_id}/events",
+    responses={
+        200: {"description": "The result's contact markers", "content": {"application/json": {}}},
+        **_responses(401, 404, 409, 410),
+    },
+)
+async def get_export_events(
+    job_id: str,
+    request: Request,
+    state: State,
+    format: Annotated[Literal["json", "otio", "csv"], Query()] = "json",
+) -> Response:
+    """The contacts of a finished job's render, as JSON, an OpenTimelineIO timeline or CSV
+    (service.markers): times on the video's timeline, with SMPTE timecodes."""
+    tenant = tenant_of(request.headers, state.settings.api_keys)
+    record, path = await anyio.to_thread.run_sync(jobs_of(state).markers, tenant, job_id)
+    stored = MarkersDocument.model_validate_json(path.read_text())
+    document = stored.model_copy(
+        update={
+            "video": stored.video.model_copy(update={"file": record.filename}),
+            "audio_file": download_name(record.filename, record.format),
+        }
+    )
+    return Response(
+        render_markers(document, format),
+        media_type=_MARKER_TYPES[format],
+        headers={"Content-Disposition": f'attachment; filename="{_markers_name(record, format)}"'},
+    )
+
+
+def _markers_name(record: JobRecord, fmt: str) -> str:
+    """`reel 1.mov` -> `reel_1.foley.otio`: named as the result it belongs to."""
+    return download_name(record.filename, record.format).rsplit(".", 1)[0] + f".{fmt}"
+
+
 @router.delete("/{job_id}", status_code=202, responses=_responses(401, 404, 409))
 async def cancel_export(job_id: str, request: Request, state: State) -> ExportJob:
     """Cancel: a queued job at once, a running one at its next window (poll for `cancelled`)."""
@@ -179,6 +227,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         sample_rate=record.sample_rate,
         tier=record.tier,
         loudness_lufs=record.loudness_lufs,
+        replace_audio=record.replace_audio,
         filename=record.filename,
         attempts=record.attempts,
         cancel_requested=record.cancel_requested,

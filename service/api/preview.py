@@ -28,8 +28,10 @@ from service.api.auth import valid_key
 from service.api.errors import validation_reason
 from service.api.state import ServiceState
 from service.errors import FoleyError
+from service.markers import timecode, timecode_rate
 from service.pipeline.contacts.tier import ContactTier
 from service.preview import protocol as p
+from service.preview.runners import LiveOnset
 from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
 
 logger = logging.getLogger(__name__)
@@ -265,8 +267,8 @@ async def _send(ws: WebSocket, session: Session, outbox: asyncio.Queue[Output]) 
                 item.samples, sample_rate=rate, start=item.start, start_s=t0 + item.start / rate
             )
         )
-        for sample in item.onsets:
-            await ws.send_text(p.Onset(time_s=t0 + sample / rate, sample=sample).model_dump_json())
+        for onset in item.onsets:
+            await ws.send_text(_onset(session.config, t0, rate, onset).model_dump_json())
         if item.batch:
             stats.add(item, time.perf_counter())
         if stats.due():
@@ -319,3 +321,20 @@ async def _close(ws: WebSocket, close: _Close) -> None:
             await ws.close(close.close, close.reason[:120])
         except (WebSocketDisconnect, RuntimeError):
             pass
+
+
+def _onset(config: p.SessionConfig, t0: float, rate: int, onset: LiveOnset) -> p.Onset:
+    time_s = t0 + onset.sample / rate
+    stamp = None
+    if config.fps:
+        fps, drop = timecode_rate(config.fps)
+        stamp = timecode(time_s, fps, drop)
+    marker = onset.marker
+    return p.Onset(
+        time_s=time_s,
+        sample=onset.sample,
+        kind=marker.kind,
+        strength=marker.strength,
+        material=marker.material,
+        timecode=stamp,
+    )

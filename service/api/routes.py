@@ -31,11 +31,19 @@ from starlette.types import Receive, Scope, Send
 
 from service.api.auth import tenant_of
 from service.api.errors import validation_reason
-from service.api.schemas import MEDIA_TYPES, ErrorResponse, FoleyParams, Health, Ready
+from service.api.schemas import (
+    MARKER_ANSWERS,
+    MEDIA_TYPES,
+    ErrorResponse,
+    FoleyParams,
+    Health,
+    Ready,
+)
 from service.api.state import Engine, ServiceState, get_state
 from service.api.uploads import FILE_FIELD, Upload, receive_upload
 from service.cache import Cache, results
 from service.errors import InvalidInput
+from service.markers import markers_document, render_markers
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
@@ -130,19 +138,24 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
+        markers = params.format if params.format in MARKER_ANSWERS else None
         options = RenderOptions(
-            format=params.format,
+            format="wav" if markers is not None else params.format,  # type: ignore[arg-type]
             sample_rate=params.sample_rate,
             loudness_lufs=params.loudness_lufs,
+            replace_audio=params.replace_audio,
         )
         # The weights' digest with the version: retrained weights never meet old results.
         model = f"{engine.tier.version}+{engine.tier.digest}"
-        key = results.result_key(upload.sha256, engine.tier.name, model, options)
+        key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)
         cached = await _lookup(state.cache, key)
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
             return _cached_response(cached, upload, workdir, timings, started)
         result, queued, rendered = await _render(state, engine, upload.path, workdir, options)
+        answer = (result.format, result.output)
+        if markers is not None:
+            answer = (markers, _markers_file(result, upload, workdir, markers))
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
@@ -154,12 +167,15 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         result.format, result.duration_s, result.frames, timings["total"],
     )  # fmt: skip
     max_item_bytes = state.settings.cache_max_item_bytes
+    fmt, path = answer
     return TempFileResponse(
-        result.output,
+        path,
         workdir,
-        after_send=lambda: results.store(state.cache, key, result, max_item_bytes=max_item_bytes),
-        media_type=MEDIA_TYPES[result.format],
-        filename=download_name(upload.filename, result.format),
+        after_send=lambda: results.store(
+            state.cache, key, result, max_item_bytes=max_item_bytes, answer=answer
+        ),
+        media_type=MEDIA_TYPES[fmt],
+        filename=download_name(upload.filename, fmt),
         headers=_headers(
             timings,
             result.tier,
@@ -169,6 +185,20 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
             None if result.levelling is None else result.levelling.gain_db,
         ),
     )
+
+
+def _markers_file(result: RenderResult, upload: Upload, workdir: Path, answer: str) -> Path:
+    """The render's contact markers as the `answer` asks, written in `workdir`; the timeline
+    names the upload and the track as they would be downloaded."""
+    document = markers_document(
+        result,
+        video_name=Path(upload.filename).name if upload.filename else None,
+        audio_name=download_name(upload.filename, "wav"),
+    )
+    fmt = MARKER_ANSWERS[answer]
+    path = workdir / f"markers.{fmt}"
+    path.write_text(render_markers(document, fmt))
+    return path
 
 
 async def _lookup(cache: Cache, key: str) -> results.CachedResult | None:
@@ -266,7 +296,8 @@ def server_timing(seconds: Mapping[str, float]) -> str:
 def download_name(filename: str | None, fmt: str) -> str:
     """`holiday clip.mov` -> `holiday_clip.foley.wav`; only safe characters reach the header."""
     stem = _UNSAFE_NAME.sub("_", Path(filename or "").stem).strip("._")[:100]
-    return f"{stem or 'clip'}.foley.{fmt}"
+    extension = MARKER_ANSWERS.get(fmt, fmt)
+    return f"{stem or 'clip'}.foley.{extension}"
 
 
 class _RemovesWorkdir(Response):

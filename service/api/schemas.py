@@ -19,14 +19,21 @@ from service.pipeline.types import (
 SampleRate = Literal[48000, 44100, 24000, 16000]
 assert get_args(SampleRate) == SAMPLE_RATES, "SampleRate must match pipeline.types.SAMPLE_RATES"
 
+# What /v1/foley may answer instead of the rendered file: its contact markers (service.markers),
+# as the JSON document or an OpenTimelineIO timeline.
+MarkersAnswer = Literal["events", "otio"]
+MARKER_ANSWERS: dict[str, str] = {"events": "json", "otio": "otio"}  # answer -> file format
+
 MEDIA_TYPES: dict[str, str] = {
     "wav": "audio/wav",
     "flac": "audio/flac",
     "mp4": "video/mp4",
     "mov": "video/quicktime",
     "mkv": "video/x-matroska",
+    "events": "application/json",
+    "otio": "application/vnd.opentimelineio+json",
 }
-assert set(MEDIA_TYPES) == AUDIO_FORMATS | VIDEO_FORMATS
+assert set(MEDIA_TYPES) == AUDIO_FORMATS | VIDEO_FORMATS | set(MARKER_ANSWERS)
 
 
 class FoleyParams(BaseModel):
@@ -34,14 +41,22 @@ class FoleyParams(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    format: OutputFormat = Field(
-        default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
+    format: OutputFormat | MarkersAnswer = Field(
+        default="wav",
+        description="wav/flac: the Foley track; mp4/mov/mkv: the video with it; events: its "
+        "contact markers as JSON; otio: an OpenTimelineIO timeline with them",
     )
     sample_rate: SampleRate = Field(default=48000, description="Output sample rate in Hz")
     loudness: Annotated[float, Field(ge=MIN_LUFS, le=MAX_LUFS)] | Literal["off"] = Field(
         default=DEFAULT_TARGET_LUFS,
         description="Integrated loudness of the track in LUFS (EBU R128; true peak under "
         "-1 dBTP), one gain for the whole render; `off`: the model's own level",
+    )
+
+    replace_audio: bool = Field(
+        default=False,
+        description="mp4/mov/mkv: the Foley alone; by default the input's own audio tracks are "
+        "kept, copied, and the Foley added as a track titled Foley",
     )
 
     @property

@@ -3,7 +3,7 @@
 Key: the SHA-256 of the uploaded file's bytes, the tier's name and model version, and every field
 of `RenderOptions` (so an option added there is part of the key without a change here):
 
-    result:v2:<sha256 hex>:<tier>:<model version>:format=wav,keep_original_audio=False,...
+    result:v2:<sha256 hex>:<tier>:<model version>:format=wav,loudness_lufs=-23.0,...
 
 A result is only returned for the same bytes, through the same model, with the same options; a
 new model version never sees an old one's results. (The pipeline's window memo works below
@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from service.cache.base import Cache
 from service.pipeline.types import RenderOptions, RenderResult
@@ -45,18 +46,27 @@ class CachedResult:
     gain_db: float | None = None  # the loudness gain applied (None: loudness off)
 
 
-def result_key(content_sha256: str, tier: str, model_version: str, options: RenderOptions) -> str:
+def result_key(
+    content_sha256: str,
+    tier: str,
+    model_version: str,
+    options: RenderOptions,
+    answer: str | None = None,
+) -> str:
     """`tier` and `model_version`: of the tier that renders (the loaded default while
-    `options.tier` is None), so that a new model version under the same tier name misses."""
+    `options.tier` is None), so that a new model version under the same tier name misses.
+    `answer`: what is sent back when it is not the rendered file (its contact markers)."""
     fields = sorted(dataclasses.asdict(options).items())
     params = ",".join(f"{name}={value}" for name, value in fields)
+    if answer is not None:
+        params += f",answer={answer}"
     return f"result:{LAYOUT}:{content_sha256}:{tier}:{model_version}:{params}"
 
 
-def encode(result: RenderResult, body: bytes) -> bytes:
+def encode(result: RenderResult, body: bytes, fmt: str | None = None) -> bytes:
     header = json.dumps(
         {
-            "format": result.format,
+            "format": fmt or result.format,
             "sample_rate": result.sample_rate,
             "duration_s": result.duration_s,
             "frames": result.frames,
@@ -94,15 +104,23 @@ def lookup(cache: Cache, key: str) -> CachedResult | None:
         return None
 
 
-def store(cache: Cache, key: str, result: RenderResult, *, max_item_bytes: int) -> bool:
-    """Read the rendered file and keep it -> whether it was offered to the cache (which may
-    still drop it). Larger files are not read at all; nor is anything while the store is not
-    answering."""
+def store(
+    cache: Cache,
+    key: str,
+    result: RenderResult,
+    *,
+    max_item_bytes: int,
+    answer: tuple[str, Path] | None = None,
+) -> bool:
+    """Read the rendered file (or the `answer`'s (format, file) sent instead) and keep it ->
+    whether it was offered to the cache (which may still drop it). Larger files are not read at
+    all; nor is anything while the store is not answering."""
     if not cache.healthy or cache.name == "none":
         return False
-    if result.output.stat().st_size > max_item_bytes:
+    fmt, path = answer or (result.format, result.output)
+    if path.stat().st_size > max_item_bytes:
         return False
-    value = encode(result, result.output.read_bytes())
+    value = encode(result, path.read_bytes(), fmt)
     if len(value) > max_item_bytes:
         return False
     cache.set(key, value)

@@ -148,6 +148,14 @@ class JobManager:
             raise ResultExpired("the result has expired")
         return record, path
 
+    def markers(self, tenant: str, job_id: str) -> tuple[JobRecord, Path]:
+        """The contact markers of a job's result (service.markers' JSON document)."""
+        record, _ = self.result(tenant, job_id)
+        path = self.storage.markers_path(job_id)
+        if not path.is_file():
+            raise ResultExpired("the result has expired")
+        return record, path
+
     def healthy(self) -> bool:
         return self.store.healthy()
 
@@ -167,8 +175,9 @@ class JobManager:
 def _check_same_request(earlier: JobRecord, now: JobRecord) -> None:
     """An idempotency key stands for one request: reusing it for another is a client bug."""
     mine = (earlier.format, earlier.sample_rate, earlier.tier, earlier.loudness_lufs,
-            earlier.upload_sha256)  # fmt: skip
-    theirs = (now.format, now.sample_rate, now.tier, now.loudness_lufs, now.upload_sha256)
+            earlier.replace_audio, earlier.upload_sha256)  # fmt: skip
+    theirs = (now.format, now.sample_rate, now.tier, now.loudness_lufs, now.replace_audio,
+              now.upload_sha256)  # fmt: skip
     if mine != theirs:
         raise InvalidInput(
             "this Idempotency-Key was used for another request (another file or parameters: "

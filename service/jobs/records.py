@@ -44,6 +44,7 @@ class JobRecord:
     sample_rate: int
     tier: str
     loudness_lufs: float | None = DEFAULT_TARGET_LUFS  # the render's target; None: model level
+    replace_audio: bool = False  # muxed outputs: the Foley alone
     filename: str | None = None  # the upload's name, for the download's name
     idempotency_key: str | None = None
     upload_sha256: str | None = None  # tells a retried request from another with the same key

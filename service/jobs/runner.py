@@ -30,6 +30,7 @@ from service.errors import FoleyError
 from service.jobs.records import ACTIVE, JobError, JobRecord
 from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
+from service.markers import markers_document, render_markers
 from service.pipeline.types import RenderOptions
 
 log = logging.getLogger(__name__)
@@ -113,9 +114,15 @@ def _attempt(ctx: JobContext, record: JobRecord) -> JobRecord | None:
                 format=record.format,  # type: ignore[arg-type]
                 sample_rate=record.sample_rate,
                 loudness_lufs=record.loudness_lufs,
+                replace_audio=record.replace_audio,
             ),
             progress=_progress(ctx, record, deadline),
         )
+        # The markers first: a result in place always has them beside it.
+        markers = storage.staging_path(record.id, "json", secrets.token_hex(4))
+        document = markers_document(result, video_name=None, audio_name=None)
+        markers.write_text(render_markers(document, "json"))
+        os.replace(markers, storage.markers_path(record.id))
         final = storage.result_path(record.id, record.format)
         os.replace(staging, final)
         return _finish(

@@ -51,6 +51,10 @@ class JobStorage:
     def result_path(self, job_id: str, fmt: str) -> Path:
         return self.job_dir(job_id) / f"result.{fmt}"
 
+    def markers_path(self, job_id: str) -> Path:
+        """The result's contact markers (service.markers' JSON document), beside it."""
+        return self.job_dir(job_id) / "markers.json"
+
     def staging_path(self, job_id: str, fmt: str, token: str) -> Path:
         """Where one attempt writes its result before renaming it into place: a lost attempt's
         leftovers never look like a result."""

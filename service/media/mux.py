@@ -1,7 +1,8 @@
 """Put the Foley track into a copy of the uploaded video: video stream-copied, Foley encoded as AAC.
 
     video (any allowed container) + Foley (mono, sample 0 = the first video frame at `start_s`)
-    -> mp4 / mov / mkv: [video copy, Foley AAC, (the input's own audio streams, copied)]
+    -> mp4 / mov / mkv: [video copy, the input's own audio streams copied (none with
+       `replace_audio`), Foley AAC titled "Foley", language unset]
 
 `FoleyMuxer` takes the track in chunks as the pipeline makes them: each chunk is encoded at once
 and the input's packets are copied up to where the track has reached, so muxing overlaps with
@@ -43,6 +44,7 @@ _AAC_BIT_RATE = 128_000
 # FFmpeg's "fast" AAC coder: at 128 kb/s it sounds better than the "twoloop" search and needs
 # about half the CPU (FFmpeg made it the default for that reason in 2018).
 _AAC_OPTIONS = {"aac_coder": "fast"}
+FOLEY_TITLE = "Foley"
 _MAX_MOVIE_TIMESCALE = 1 << 22  # beyond this, fall back to the audio rate (rounding < 1 sample)
 
 
@@ -62,7 +64,7 @@ class FoleyMuxer:
         start_s: float,
         in_rate: int,
         out_rate: int,
-        keep_original_audio: bool = False,
+        replace_audio: bool = False,
     ) -> None:
         if container not in _FORMATS:
             raise ValueError(f"container must be one of {sorted(_FORMATS)}, not {container!r}")
@@ -75,15 +77,13 @@ class FoleyMuxer:
         self._start = round(start_s * out_rate)  # pts of track sample 0
         # Closed here if opening fails; otherwise kept open until __exit__.
         with _as_media_error(container, output_path), contextlib.ExitStack() as closers:
-            self._open(video_path, keep_original_audio, closers)
+            self._open(video_path, replace_audio, closers)
             self._closers = closers.pop_all()
 
-    def _open(
-        self, video_path: Path, keep_original_audio: bool, closers: contextlib.ExitStack
-    ) -> None:
+    def _open(self, video_path: Path, replace_audio: bool, closers: contextlib.ExitStack) -> None:
         src = closers.enter_context(open_input(video_path))
         video_in = video_stream(src)
-        copied = [video_in, *(src.streams.audio if keep_original_audio else [])]
+        copied = [video_in, *([] if replace_audio else src.streams.audio)]
         options = {}
         if self._container in ("mp4", "mov"):
             options["movie_timescale"] = str(_movie_timescale(video_in.time_base, self._rate))
@@ -95,12 +95,18 @@ class FoleyMuxer:
                 container_options=options,
             )
         )
-        self._outputs = _copy_streams(self._out, copied[:1], self._container)
+        # The input's own streams first, as they were (its audio keeps its place, title and
+        # language), then the Foley as one more audio track, named for what it is.
+        self._outputs = _copy_streams(self._out, copied, self._container)
         self._track: AudioStream = self._out.add_stream(
             "aac", rate=self._rate, layout="mono", options=dict(_AAC_OPTIONS)
         )
         self._track.codec_context.bit_rate = _AAC_BIT_RATE
-        self._outputs |= _copy_streams(self._out, copied[1:], self._container)
+        # Matroska keeps the title as the track's name; MP4 and MOV as its `name` box and
+        # handler name, which editors show.
+        self._track.metadata["title"] = FOLEY_TITLE
+        self._track.metadata["handler_name"] = FOLEY_TITLE
+        self._track.metadata["language"] = "und"
         _start(self._out, copied, self._container)
         self._packets = (p for p in src.demux(*copied) if p.size)  # no flush packets
         self._next_packet: av.Packet | None = None
@@ -186,7 +192,7 @@ def mux_audio_into_video(
     *,
     container: MuxContainer,
     start_s: float,
-    keep_original_audio: bool = False,
+    replace_audio: bool = False,
 ) -> None:
     """Mux a finished mono WAV (sample 0 = the first video frame at `start_s`), at its own rate."""
     with av.open(str(audio_wav_path)) as wav:
@@ -199,7 +205,7 @@ def mux_audio_into_video(
             start_s=start_s,
             in_rate=rate,
             out_rate=rate,
-            keep_original_audio=keep_original_audio,
+            replace_audio=replace_audio,
         ) as muxer:
             for frame in [*wav.decode(audio=0), None]:
                 for out in to_float.resample(frame):

@@ -46,6 +46,7 @@ from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
 from service.pipeline.types import (
     AUDIO_FORMATS,
     SAMPLE_RATES,
+    ContactMarker,
     ProgressFn,
     RenderOptions,
     RenderResult,
@@ -126,7 +127,7 @@ class FoleyEngine:
             return sink
 
         synth = self._synth(timer)
-        start_s, duration_s, frames = self._render_track(
+        start_s, duration_s, frames, video_fps = self._render_track(
             input_path, open_sink, stage, synth, timer, progress
         )
         levelling = opened[0].levelling if isinstance(opened[0], LevelledSink) else None
@@ -142,8 +143,9 @@ class FoleyEngine:
             model_version=self.tier.version,
             timings=dict(timer.seconds),
             reuse=synth.reuse,
-            events_s=synth.event_times_s,
+            markers=synth.markers,
             levelling=levelling,
+            video_fps=video_fps,
         )
 
     def _synth(self, timer: StageTimer) -> ClipSynth:
@@ -188,7 +190,7 @@ class FoleyEngine:
             start_s=start_s,
             in_rate=self.tier.sample_rate,
             out_rate=options.sample_rate,
-            keep_original_audio=options.keep_original_audio,
+            replace_audio=options.replace_audio,
         )
 
     def _render_track(
@@ -199,9 +201,10 @@ class FoleyEngine:
         synth: ClipSynth,
         timer: StageTimer,
         progress: ProgressFn | None,
-    ) -> tuple[float, float, int]:
+    ) -> tuple[float, float, int, float]:
         """Decode, synthesise with `synth` and hand the track to the sink that `open_sink(start_s)`
-        opens once the first frame's time is known; `stage` names the sink's time."""
+        opens once the first frame's time is known; `stage` names the sink's time. -> (start s,
+        duration s, frames decoded, the video's average frame rate)."""
         tier = self.tier
         letterbox = isinstance(tier, ContactTier)
         with (
@@ -239,7 +242,7 @@ class FoleyEngine:
                 closing.close()
         if progress is not None:
             progress(1.0)
-        return synth.t0, duration_s, frames_decoded
+        return synth.t0, duration_s, frames_decoded, stream.info.fps
 
 
 class ClipSynth(Protocol):
@@ -250,7 +253,7 @@ class ClipSynth(Protocol):
     reuse: ReuseStats
 
     @property
-    def event_times_s(self) -> tuple[float, ...]: ...
+    def markers(self) -> tuple[ContactMarker, ...]: ...
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]: ...
 
@@ -270,8 +273,9 @@ class FrameRateSynth:
         return self.resampler.t0
 
     @property
-    def event_times_s(self) -> tuple[float, ...]:
-        return self.synth.event_times_s
+    def markers(self) -> tuple[ContactMarker, ...]:
+        # The generator tells when, not how hard or what material.
+        return tuple(ContactMarker(t) for t in self.synth.event_times_s)
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
         with self.synth.runner.timer("preprocess"):
@@ -298,8 +302,8 @@ class ContactClipSynth:
         return self.synth.t0
 
     @property
-    def event_times_s(self) -> tuple[float, ...]:
-        return self.synth.event_times_s
+    def markers(self) -> tuple[ContactMarker, ...]:
+        return self.synth.markers
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
         return self.synth.push(pts_s, rgb)

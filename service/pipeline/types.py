@@ -35,12 +35,27 @@ class Levelling:
     loudness: Loudness
 
 
+MarkerKind = Literal["impact", "roll_start", "roll_end", "slide_start", "slide_end"]
+
+
+@dataclass(frozen=True)
+class ContactMarker:
+    """A contact the model voiced: seconds from the track's start (the first frame), its kind,
+    the impulse it was voiced at (N s, as the tier estimates it; None where the tier has no
+    such estimate) and its material (None where the tier does not tell materials apart)."""
+
+    time_s: float
+    kind: MarkerKind = "impact"
+    strength: float | None = None
+    material: str | None = None
+
+
 @dataclass(frozen=True)
 class RenderOptions:
     format: OutputFormat
     sample_rate: int = 48000
     tier: str | None = None  # None: the service's default tier
-    keep_original_audio: bool = False  # muxed outputs: also copy the input's audio streams
+    replace_audio: bool = False  # muxed outputs: the Foley alone, the input's own audio left out
     # The track's integrated loudness (EBU R128), one gain for the whole render
     # (service.media.loudness); None: the model's own level.
     loudness_lufs: float | None = DEFAULT_TARGET_LUFS
@@ -78,6 +93,11 @@ class RenderResult:
     model_version: str
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     reuse: ReuseStats = field(default_factory=ReuseStats)
-    # Contact sounds the generator fired, in seconds from the track's start.
-    events_s: tuple[float, ...] = ()
+    markers: tuple[ContactMarker, ...] = ()  # the contact sounds the model fired, in time order
     levelling: Levelling | None = None  # the gain applied (None: loudness off)
+    video_fps: float = 0.0  # the video's average frame rate (0: unknown), for timecodes
+
+    @property
+    def events_s(self) -> tuple[float, ...]:
+        """When each contact sound starts, in seconds from the track's start."""
+        return tuple(m.time_s for m in self.markers)

@@ -23,6 +23,8 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from service.pipeline.types import MarkerKind
+
 PROTOCOL_VERSION = 1
 
 # Binary message kinds (first byte).
@@ -95,9 +97,15 @@ class Ready(_Message):
 
 
 class Onset(_Message):
+    """A contact sound starts: the fields of an offline render's markers (service.markers)."""
+
     type: Literal["onset"] = "onset"
     time_s: float  # on the stream's clock: the first frame's timestamp + offset
     sample: int  # sample index at the session's rate
+    kind: MarkerKind = "impact"
+    strength: float | None = None  # the impulse voiced, N s (None: the tier does not estimate)
+    material: str | None = None  # None: the tier does not tell materials apart
+    timecode: str | None = None  # SMPTE at the config's fps (None: no fps given)
 
 
 class Stats(_Message):

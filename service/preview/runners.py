@@ -21,15 +21,24 @@ from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
 from service.pipeline.preprocess import FrameResampler
 from service.pipeline.streaming import Stream, StreamRunner
+from service.pipeline.types import ContactMarker
+
+
+@dataclass(frozen=True)
+class LiveOnset:
+    """A contact sound: the sample where it starts (from the stream's start) and what it is."""
+
+    sample: int
+    marker: ContactMarker
 
 
 @dataclass(frozen=True)
 class LiveChunk:
-    """A stream's next audio (tier rate, following on from its last chunk) and the samples from
-    the stream's start (tier rate) where contact sounds fired."""
+    """A stream's next audio (tier rate, following on from its last chunk) and the contact
+    sounds that fired in it (samples at the tier rate)."""
 
     audio: np.ndarray
-    onsets: list[int]
+    onsets: list[LiveOnset]
 
 
 class LiveRunner(Protocol):
@@ -104,7 +113,9 @@ class FrameRateRunner:
         return out
 
     def _live(self, audio: np.ndarray, events: np.ndarray) -> LiveChunk:
-        return LiveChunk(audio, [int(e) * self.tier.hop for e in events.tolist()])
+        samples = [int(e) * self.tier.hop for e in events.tolist()]
+        rate = self.tier.sample_rate
+        return LiveChunk(audio, [LiveOnset(n, ContactMarker(n / rate)) for n in samples])
 
 
 class ContactRunner:
@@ -145,10 +156,12 @@ class ContactRunner:
         start = synth.renderer.taken
         audio = run()
         end = synth.renderer.taken
-        rate = self.tier.sample_rate
+        rate, names = self.tier.sample_rate, self.tier.materials
         onsets = [
-            n
-            for n in (int(np.ceil(f.event.time_s * rate - 1e-9)) for f in synth.fired[-64:])
+            LiveOnset(n, ContactMarker(e.time_s, "impact", e.impulse, names[e.material]))
+            for e, n in ((f.event, int(np.ceil(f.event.time_s * rate - 1e-9)))
+                         for f in synth.fired[-64:])
             if start <= n < end
-        ]
-        return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), sorted(onsets))
+        ]  # fmt: skip
+        onsets.sort(key=lambda o: o.sample)
+        return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), onsets)

@@ -21,7 +21,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -32,7 +32,7 @@ from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
 from service.preview.frames import FrameDecoder
 from service.preview.protocol import FrameMessage, SessionConfig
-from service.preview.runners import LiveChunk, create_runner
+from service.preview.runners import LiveChunk, LiveOnset, create_runner
 
 log = logging.getLogger(__name__)
 MIN_FRAME_S = 1.0 / 30  # how long a stream's one frame lasts when nothing says otherwise
@@ -49,7 +49,7 @@ class AudioOut:
 
     start: int
     samples: np.ndarray
-    onsets: list[int]  # sample indices, session rate
+    onsets: list[LiveOnset]  # sample indices at the session's rate
     received_at: float  # time.perf_counter() of the frame that completed this audio
     compute_s: float  # the worker's time for the batch that made it
     batch: int  # sessions in that batch
@@ -79,6 +79,7 @@ class Session:
     stream: object  # the runner's
     out: ExactResampler
     level: LiveLevel
+    onsets: list[LiveOnset] = field(default_factory=list)  # fired, their sample not yet out
     pending: deque[tuple[FrameMessage, float]] = field(default_factory=deque)
     ending: bool = False
     closed: bool = False
@@ -216,9 +217,10 @@ class PreviewWorker:
             self._deliver_audio(session, chunk, time.perf_counter(), compute_s, 0)
             held = session.out.push(session.level.flush())
             tail = np.concatenate([np.zeros(0, np.float32), *held, session.out.flush()])
-            if len(tail):
+            if len(tail) or session.onsets:
+                now = time.perf_counter()
                 session.deliver(
-                    AudioOut(session.samples_out, tail, [], time.perf_counter(), compute_s, 0)
+                    AudioOut(session.samples_out, tail, session.onsets, now, compute_s, 0)
                 )
                 session.samples_out += len(tail)
             session.deliver(EndOut(self.runner.frames(session.stream), session.samples_out))
@@ -265,9 +267,14 @@ class PreviewWorker:
         level = session.level.push(chunk.audio)
         samples = np.concatenate([np.zeros(0, np.float32), *session.out.push(level)])
         rate = session.config.sample_rate / self.tier.sample_rate
-        onsets = [round(n * rate) for n in chunk.onsets]
+        session.onsets += [replace(o, sample=round(o.sample * rate)) for o in chunk.onsets]
+        end = session.samples_out + len(samples)
+        # The limiter's look-ahead holds a chunk's last samples back: an onset goes out with
+        # the audio that holds its first sample.
+        onsets = [o for o in session.onsets if o.sample < end]
+        session.onsets = [o for o in session.onsets if o.sample >= end]
         session.deliver(AudioOut(session.samples_out, samples, onsets, received, compute_s, batch))
-        session.samples_out += len(samples)
+        session.samples_out = end
 
     def _fail(self, session: Session, code: str, reason: str) -> None:
         if not session.closed:

@@ -17,7 +17,14 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
-from service.pipeline.types import Levelling, Loudness, ProgressFn, RenderOptions, RenderResult
+from service.pipeline.types import (
+    ContactMarker,
+    Levelling,
+    Loudness,
+    ProgressFn,
+    RenderOptions,
+    RenderResult,
+)
 from tests.conftest import uvicorn_server, wait_until
 
 UPLOAD_LIMIT = 256 * 1024
@@ -43,6 +50,7 @@ class RenderCall:
 
 
 GAIN_DB = 12.5  # the loudness gain RecordingEngine reports
+MARKERS = (ContactMarker(0.5, "impact", 0.2, "wood"), ContactMarker(1.5))  # and the contacts
 
 
 @dataclass
@@ -106,6 +114,8 @@ class RecordingEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(self.timings),
+            markers=MARKERS,
+            video_fps=25.0,
             levelling=None
             if options.loudness_lufs is None
             else Levelling(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import opentimelineio as otio
 import pytest
 from fastapi.testclient import TestClient
 
@@ -12,6 +13,7 @@ from service.api import create_app
 from service.api.routes import download_name, server_timing
 from service.config import Settings
 from service.errors import LimitExceeded, MediaError
+from service.markers import MarkersDocument
 from tests.api.conftest import (
     GAIN_DB,
     RENDERED,
@@ -68,6 +70,32 @@ def test_parameters_as_query_or_form_fields_mean_the_same(
     client.post("/v1/foley", data={"format": "flac", "sample_rate": "16000"}, files=upload())
     assert engine.calls[0].options == engine.calls[1].options
     assert (engine.calls[0].options.format, engine.calls[0].options.sample_rate) == ("flac", 16000)
+
+
+@pytest.mark.parametrize(("given", "replace"), [({}, False), ({"replace_audio": "true"}, True)])
+def test_replace_audio_reaches_the_engine(
+    client: TestClient, engine: RecordingEngine, given: dict, replace: bool
+) -> None:
+    response = client.post("/v1/foley", params={"format": "mp4", **given}, files=upload())
+    assert response.status_code == 200, response.text
+    assert engine.calls[0].options.replace_audio is replace
+
+
+def test_events_answer_the_contacts_as_json_and_otio(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    response = client.post("/v1/foley", params={"format": "events"}, files=upload(name="a b.mp4"))
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    assert response.headers["content-disposition"] == 'attachment; filename="a_b.foley.json"'
+    document = MarkersDocument.model_validate_json(response.content)
+    assert [(c.time_s, c.material) for c in document.contacts] == [(0.5, "wood"), (1.5, None)]
+    assert (document.video.file, document.audio_file) == ("a b.mp4", "a_b.foley.wav")
+    assert engine.calls[0].options.format == "wav"  # rendered, then answered with its markers
+    otio_answer = client.post("/v1/foley", data={"format": "otio"}, files=upload(name="a b.mp4"))
+    assert otio_answer.status_code == 200, otio_answer.text
+    timeline = otio.adapters.read_from_string(otio_answer.text, "otio_json")
+    assert [m.metadata["foley"]["time_s"] for m in timeline.tracks.markers] == [0.5, 1.5]
 
 
 @pytest.mark.parametrize(

@@ -65,8 +65,13 @@ def test_docs_and_openapi_describe_the_upload(client: TestClient) -> None:
     operation = client.get("/openapi.json").json()["paths"]["/v1/foley"]["post"]
     body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert body["required"] == ["file"]
-    assert set(body["properties"]) == {"file", "format", "sample_rate", "loudness"}
-    assert {p["name"] for p in operation["parameters"]} == {"format", "sample_rate", "loudness"}
+    assert set(body["properties"]) == {"file", "format", "sample_rate", "loudness", "replace_audio"}
+    assert {p["name"] for p in operation["parameters"]} == {
+        "format",
+        "sample_rate",
+        "loudness",
+        "replace_audio",
+    }
 
 
 def test_unknown_route_answers_in_the_error_shape(client: TestClient) -> None:

@@ -85,6 +85,17 @@ def test_a_repeated_upload_is_answered_from_the_cache_without_a_render(
     wait_no_files(work_dir)
 
 
+def test_contact_markers_are_answered_from_the_cache_too(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    miss = post(client, params={"format": "events"})
+    hit = post(client, params={"format": "events"})
+    assert (miss.headers["x-foley-cache"], hit.headers["x-foley-cache"]) == ("miss", "hit")
+    assert hit.content == miss.content and hit.json()["contacts"]
+    assert hit.headers["content-type"] == "application/json"
+    assert len(engine.calls) == 1
+
+
 def test_the_file_name_of_a_hit_is_the_new_uploads(client: TestClient) -> None:
     post(client)
     hit = client.post("/v1/foley", files=upload(CLIP, name="other name.mov"))
@@ -98,9 +109,11 @@ def test_the_file_name_of_a_hit_is_the_new_uploads(client: TestClient) -> None:
         (CLIP, {"sample_rate": "16000"}),
         (CLIP, {"format": "flac"}),
         (CLIP, {"format": "mp4"}),
+        (CLIP, {"format": "events"}),
+        (CLIP, {"loudness": "off"}),
         (OTHER_CLIP, {}),
     ],
-    ids=["sample_rate", "format", "video_format", "other_bytes"],
+    ids=["sample_rate", "format", "video_format", "events", "loudness", "other_bytes"],
 )
 def test_another_file_or_parameter_is_a_miss(
     client: TestClient, engine: RecordingEngine, data: bytes, params: dict

@@ -29,7 +29,7 @@ def test_every_render_option_is_part_of_the_key() -> None:
         "format": "flac",
         "sample_rate": 16000,
         "tier": "other",
-        "keep_original_audio": True,
+        "replace_audio": True,
         "loudness_lufs": None,
     }
     fields = {f.name for f in dataclasses.fields(RenderOptions)}

@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+import opentimelineio as otio
 import pytest
 from fastapi.testclient import TestClient
 
@@ -15,7 +16,8 @@ from service.config import Settings
 from service.errors import MediaError
 from service.jobs import create_job_manager
 from service.jobs.engines import EngineRegistry
-from service.pipeline.types import Levelling, Loudness, RenderResult
+from service.markers import MarkersDocument
+from service.pipeline.types import ContactMarker, Levelling, Loudness, RenderResult
 from tests.jobs.conftest import StubEngine, finished, wait_for
 
 WINDOWS = 10
@@ -33,6 +35,7 @@ class SteppedEngine:
         self.windows_run = 0
         self.fail_with: Exception | None = None
         self.loudness: list[float | None] = []  # each render's target
+        self.replaced: list[bool] = []  # and its replace_audio
 
     def render(self, input_path: Path, output_path: Path, options, progress=None):
         if self.fail_with is not None:
@@ -44,10 +47,13 @@ class SteppedEngine:
                 progress((i + 1) / WINDOWS)
         output_path.write_bytes(b"track of " + input_path.read_bytes())
         self.loudness.append(options.loudness_lufs)
+        self.replaced.append(options.replace_audio)
         target = options.loudness_lufs
         levelling = None if target is None else Levelling(target, 9.5, 0.0, Loudness(target, -2))
-        return RenderResult(output_path, options.format, options.sample_rate, 0.0, 1.0, 30,
-                            "export", "test", {"total": 0.01}, levelling=levelling)  # fmt: skip
+        return RenderResult(output_path, options.format, options.sample_rate, 2.0, 1.0, 30,
+                            "export", "test", {"total": 0.01}, levelling=levelling,
+                            markers=(ContactMarker(0.25, "impact", 0.1, "metal"),),
+                            video_fps=25.0)  # fmt: skip
 
 
 @pytest.fixture
@@ -108,11 +114,39 @@ def test_a_job_renders_at_its_loudness_and_records_the_gain(api, engine, given, 
     assert done["gain_db"] == gain
 
 
+def test_a_job_keeps_the_original_audio_unless_told_to_replace_it(api, engine):
+    kept = post(api, params={"format": "mp4"}).json()
+    replaced = post(api, params={"format": "mp4", "replace_audio": "true"}).json()
+    assert (kept["replace_audio"], replaced["replace_audio"]) == (False, True)
+    wait_for(api, kept["id"], finished)
+    wait_for(api, replaced["id"], finished)
+    assert sorted(engine.replaced) == [False, True]
+
+
+@pytest.mark.parametrize("fmt", ["json", "otio", "csv"])
+def test_a_jobs_contact_markers_are_kept_beside_its_result(api, fmt):
+    job_id = post(api, params={"format": "flac"}).json()["id"]
+    wait_for(api, job_id, finished)
+    response = api.get(f"/v1/exports/{job_id}/events", params={"format": fmt})
+    assert response.status_code == 200, response.text
+    assert f'filename="reel_1.foley.{fmt}"' in response.headers["content-disposition"]
+    if fmt == "json":
+        document = MarkersDocument.model_validate_json(response.content)
+        assert (document.video.file, document.audio_file) == ("reel 1.mov", "reel_1.foley.flac")
+        assert [(c.time_s, c.timecode) for c in document.contacts] == [(2.25, "00:00:02:06")]
+    elif fmt == "otio":
+        timeline = otio.adapters.read_from_string(response.text, "otio_json")
+        assert [m.metadata["foley"]["material"] for m in timeline.tracks.markers] == ["metal"]
+    else:
+        assert response.text.splitlines()[1] == "2.25,00:00:02:06,impact,0.1,metal"
+
+
 def test_progress_is_reported_while_running_and_no_result_before(api, engine):
     engine.gate.clear()
     job_id = post(api).json()["id"]
     wait_for(api, job_id, lambda j: j["state"] == "running")
     assert api.get(f"/v1/exports/{job_id}/result").json()["error"]["code"] == "no_result"
+    assert api.get(f"/v1/exports/{job_id}/events").json()["error"]["code"] == "no_result"
     engine.gate.set()
     assert wait_for(api, job_id, finished)["state"] == "succeeded"
 

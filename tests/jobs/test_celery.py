@@ -73,7 +73,9 @@ def test_a_job_runs_on_a_worker_and_equals_a_local_render(
     job = wait_for(api, accepted.json()["id"], finished)
     assert job["state"] == "succeeded", job
     assert job["attempts"] == 1 and job["progress"] == 1.0
-    files_become(storage, job["id"], ["result.wav"])  # the upload went, no staging left
+    files_become(
+        storage, job["id"], ["markers.json", "result.wav"]
+    )  # the upload went, no staging left
     track = result_track(api, job["id"], tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -92,7 +94,9 @@ def test_a_worker_child_killed_mid_job_loses_nothing(
     job = wait_for(api, job_id, finished)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2  # the killed start and the one that finished
-    files_become(storage, job_id, ["result.wav"])  # exactly one result, no leftovers
+    files_become(
+        storage, job_id, ["markers.json", "result.wav"]
+    )  # exactly one result, no leftovers
     track = result_track(api, job_id, tmp_path)
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
@@ -150,7 +154,7 @@ def test_fifty_concurrent_submissions_all_complete_once(api, workers, clip_facto
     assert {j["state"] for j in jobs} == {"succeeded"}
     assert all(j["attempts"] == 1 for j in jobs)  # nothing ran twice
     for job in jobs:
-        files_become(storage, job["id"], ["result.wav"])
+        files_become(storage, job["id"], ["markers.json", "result.wav"])
     # Equal uploads give equal results, whichever worker ran them.
     digests: dict[str, set[str]] = {}
     for job in jobs:
@@ -242,6 +246,6 @@ def test_a_stopped_worker_hands_its_running_job_back_at_once(
     job = wait_for(api, job_id, finished, timeout_s=60)
     assert job["state"] == "succeeded", (job, workers.logs()[-3000:])
     assert job["attempts"] == 2
-    files_become(storage, job_id, ["result.wav"])
+    files_become(storage, job_id, ["markers.json", "result.wav"])
     track = result_track(api, job_id, tmp_path)
     assert np.abs(track - reference_track(reference_engine, clip, tmp_path)).max() <= 2 / 32768

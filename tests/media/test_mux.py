@@ -9,7 +9,7 @@ import pytest
 
 from service.errors import MediaError
 from service.media.audio_out import AudioWriter
-from service.media.mux import FoleyMuxer, mux_audio_into_video
+from service.media.mux import FOLEY_TITLE, FoleyMuxer, mux_audio_into_video
 from tests.media.videos import Clip, encode_clip, packet_bytes
 
 BURST_AT_S = 0.5  # a 10 ms 1 kHz burst in the Foley track, 0.5 s after the first video frame
@@ -104,28 +104,34 @@ def test_other_codecs_are_copied(tmp_path: Path, codec: str, suffix: str, contai
     assert audio_start == pytest.approx(video_times[0], abs=1e-3)
 
 
-def test_keep_original_audio_puts_it_after_the_foley_track(tmp_path: Path) -> None:
+@pytest.mark.parametrize("container", ["mp4", "mov", "mkv"])
+def test_the_original_audio_is_kept_bit_exact_and_the_foley_added_as_its_own_track(
+    tmp_path: Path, container: str
+) -> None:
     clip = encode_clip(tmp_path / "in.mp4", fps=25, frames=25, audio=True)
     write_foley(tmp_path / "foley.wav", clip, rate=44100)
-    out = tmp_path / "out.mkv"
+    out = tmp_path / f"out.{container}"
     mux_audio_into_video(
-        clip.path,
-        tmp_path / "foley.wav",
-        out,
-        container="mkv",
-        start_s=clip.pts_s[0],
-        keep_original_audio=True,
+        clip.path, tmp_path / "foley.wav", out, container=container, start_s=clip.pts_s[0]
     )
-    with av.open(str(out)) as container:
-        kinds = [(s.type, getattr(s, "rate", None)) for s in container.streams]
-        original = [bytes(p) for p in container.demux(audio=1) if p.size]
-    assert kinds == [("video", None), ("audio", 44100), ("audio", 48000)]
+    with av.open(str(out)) as output:
+        kinds = [(s.type, getattr(s, "rate", None)) for s in output.streams]
+        original = [bytes(p) for p in output.demux(audio=0) if p.size]
+        foley = output.streams.audio[1]
+        title = foley.metadata.get("title", foley.metadata.get("name"))  # mkv / mp4, mov
+        language = foley.metadata.get("language", "und")
+        layout = foley.codec_context.layout.name
+    assert kinds == [("video", None), ("audio", 48000), ("audio", 44100)]
     assert original == packet_bytes(clip.path, "audio")
+    assert (title, language, layout) == (FOLEY_TITLE, "und", "mono")
     mux_audio_into_video(
-        clip.path, tmp_path / "foley.wav", out, container="mkv", start_s=clip.pts_s[0]
-    )
-    with av.open(str(out)) as container:
-        assert len(container.streams.audio) == 1
+        clip.path, tmp_path / "foley.wav", out, container=container, start_s=clip.pts_s[0],
+        replace_audio=True,
+    )  # fmt: skip
+    with av.open(str(out)) as output:
+        assert [
+            s.metadata.get("handler_name", s.metadata.get("title")) for s in output.streams.audio
+        ] == [FOLEY_TITLE]
 
 
 def test_a_codec_the_container_cannot_hold_is_a_typed_error(tmp_path: Path) -> None:

@@ -253,8 +253,9 @@ def test_live_preview_gives_the_offline_track(tier: ContactTier, backend: Backen
     level = LiveLevel(tier.sample_rate, tier.live_gain_db)
     at_live_level = np.concatenate([level.push(whole), level.flush()])
     np.testing.assert_allclose(live, at_live_level, atol=1e-6 * 10 ** (tier.live_gain_db / 20))
-    onsets = [n for o in audio for n in o.onsets]
-    assert all(o.start <= n < o.start + len(o.samples) for o in audio for n in o.onsets)
+    onsets = [n.sample for o in audio for n in o.onsets]
+    assert all(o.start <= n.sample < o.start + len(o.samples) for o in audio for n in o.onsets)
+    assert {n.marker.material for o in audio for n in o.onsets} <= set(tier.materials)
     expected = [int(np.ceil(t * tier.sample_rate - 1e-9)) for t in synth.event_times_s]
     assert onsets == sorted(expected) and onsets
 

@@ -16,6 +16,7 @@ from starlette.websockets import WebSocketDisconnect
 from engines.eval.sync import read_audio
 from service.api import create_app
 from service.config import Settings
+from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
 from service.pipeline.types import RenderOptions
 from service.preview import protocol as p
@@ -320,3 +321,11 @@ def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) 
     np.testing.assert_allclose(streamed, offline, atol=tolerance)
     onsets = [e["sample"] for e in got.of("onset")]
     assert onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]
+    # The same fields as the offline render's markers (its video is at 30 fps, as declared).
+    offline_markers = markers_document(result, video_name=None, audio_name=None).contacts
+    assert [(e["kind"], e["material"], e["timecode"]) for e in got.of("onset")] == [
+        (c.kind, c.material, c.timecode) for c in offline_markers
+    ]
+    assert [e["strength"] for e in got.of("onset")] == pytest.approx(
+        [c.strength for c in offline_markers]
+    )

@@ -48,6 +48,7 @@ from service.pipeline.contacts.render import Event, EventRenderer
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
+from service.pipeline.types import ContactMarker
 
 MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
 APPROACH_FRAMES = 3  # frames k-2..k: where the object must be inside the picture for k to fire
@@ -141,6 +142,15 @@ class ContactSynth:
     @property
     def event_times_s(self) -> tuple[float, ...]:
         return tuple(f.event.time_s for f in self.fired)
+
+    @property
+    def markers(self) -> tuple[ContactMarker, ...]:
+        """The events fired, in time order, as the timeline sees them."""
+        names = self.tier.materials
+        return tuple(
+            ContactMarker(e.time_s, "impact", e.impulse, names[e.material])
+            for e in sorted((f.event for f in self.fired), key=lambda e: e.time_s)
+        )
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> list[np.ndarray]:
         """Runs at once (not lazily): the audio that became final."""
