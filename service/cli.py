@@ -9,31 +9,27 @@ every failure prints one line `foley: error: <code>: <reason>` to stderr and no 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
-import secrets
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, TextIO
 
 from service.config import Settings
-from service.errors import FoleyError, InvalidInput
-from service.markers import marker_format, markers_document, write_markers
+from service.errors import FoleyError, InvalidInput, ModelConfigError
+from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
 from service.pipeline.types import (
-    AUDIO_FORMATS,
     DEFAULT_TARGET_LUFS,
     MAX_LUFS,
     MIN_LUFS,
     SAMPLE_RATES,
-    VIDEO_FORMATS,
     Levelling,
-    OutputFormat,
     ProgressFn,
     RenderOptions,
-    RenderResult,
 )
 
 if TYPE_CHECKING:
@@ -45,15 +41,16 @@ if TYPE_CHECKING:
 logger = logging.getLogger("service.cli")
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
-FORMATS = AUDIO_FORMATS | VIDEO_FORMATS
 # The engine reports progress as a fraction, not the clip's length, so the bar is shown once a
 # render has taken this long: short clips finish before it appears.
 PROGRESS_DELAY_S = 2.0
 # Without it, open WebSockets keep the process alive forever after SIGTERM.
 GRACEFUL_SHUTDOWN_S = 30
 WS_PING_S = 20.0
+SPEED_CLIP_S, SPEED_SIZE = 4.0, (640, 360)  # what `foley tiers` times each tier on
 LOG_LEVELS = {
     "generate": logging.WARNING,
+    "tiers": logging.WARNING,
     "serve": logging.INFO,
     "preview": logging.WARNING,
     "worker": logging.INFO,
@@ -66,8 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
+    quiet = logging.ERROR if args.quiet else LOG_LEVELS[args.command]
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else LOG_LEVELS[args.command],
+        level=logging.DEBUG if args.verbose else quiet,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
@@ -85,26 +83,46 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="foley", description="Video in, Foley audio out.")
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    # -v/-q are taken before or after the command: on the main parser and on each command,
+    # where SUPPRESS keeps a command's absent flag from overwriting the main parser's.
+    common = argparse.ArgumentParser(add_help=False)
+    loud = common.add_mutually_exclusive_group()
+    loud.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                      help="debug logging")  # fmt: skip
+    loud.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                      help="errors only: no progress bar, no summary")  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="foley", description="Video in, Foley audio out.", parents=[common]
+    )
+    parser.add_argument("--version", action="version", version=f"foley {_version()}")
+    parser.set_defaults(verbose=False, quiet=False)
     commands = parser.add_subparsers(dest="command", required=True)
 
-    generate = commands.add_parser("generate", help="render the Foley track of one video file")
-    generate.add_argument("input", type=Path, help="video file")
-    generate.add_argument(
-        "-o", "--output", type=Path, required=True,
-        help=f"output file; its extension picks the format ({', '.join(sorted(FORMATS))})",
+    generate = commands.add_parser(
+        "generate", parents=[common],
+        help="render the Foley of videos (files or folders), the model loaded once",
     )  # fmt: skip
+    generate.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
+                          help="video files, or folders of them")  # fmt: skip
+    generate.add_argument(
+        "-o", "--output", type=Path,
+        help="output file (one input; its extension picks the format) or folder; default: "
+        f"<input>{SUFFIX}.<format> beside each input",
+    )  # fmt: skip
+    generate.add_argument("--format", choices=sorted(FORMATS),
+                          help="output format when -o names no file (default wav)")  # fmt: skip
+    generate.add_argument("--force", action="store_true", help="overwrite existing outputs")
     generate.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
-    generate.add_argument("--tier", help="model tier (default: the configured default tier)")
+    generate.add_argument("--tier", help="model tier (`foley tiers`; default: the configured one)")
     generate.add_argument(
         "--loudness", type=_loudness, default=DEFAULT_TARGET_LUFS, metavar="LUFS|off",
         help="integrated loudness of the track, EBU R128, true peak under -1 dBTP "
         f"(default {DEFAULT_TARGET_LUFS:g}); off: the model's own level",
     )  # fmt: skip
     generate.add_argument(
-        "--events", type=Path, metavar="FILE",
-        help="also write the contacts as markers: .otio (a timeline), .json or .csv",
+        "--events", metavar="FILE|FORMAT",
+        help="also write the contacts as markers: a .otio (timeline), .json or .csv file, or "
+        "one of otio, json, csv for a file beside each output",
     )  # fmt: skip
     generate.add_argument(
         "--replace-audio", action="store_true",
@@ -113,14 +131,19 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     generate.set_defaults(run=_generate)
 
-    serve = commands.add_parser("serve", help="run the HTTP API")
+    tiers = commands.add_parser("tiers", parents=[common], help="list the model tiers")
+    tiers.add_argument("--no-speed", action="store_true", help="skip timing each tier")
+    tiers.set_defaults(run=_tiers)
+
+    serve = commands.add_parser("serve", parents=[common], help="run the HTTP API")
     serve.add_argument("--host", help="bind address (default: FOLEY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: FOLEY_PORT or 8000)")
     serve.set_defaults(run=_serve)
 
     preview = commands.add_parser(
-        "preview", help="stream a video file to a running service's live preview, in real time"
-    )
+        "preview", parents=[common],
+        help="stream a video file to a running service's live preview, in real time",
+    )  # fmt: skip
     preview.add_argument("input", type=Path, help="video file")
     preview.add_argument("--url", default="ws://127.0.0.1:8000/v1/preview")
     preview.add_argument("--size", default="96x96", help="frame size sent, WxH (default 96x96)")
@@ -132,8 +155,9 @@ def _parser() -> argparse.ArgumentParser:
     preview.set_defaults(run=_preview)
 
     worker = commands.add_parser(
-        "worker", help="run a Celery worker for export jobs (needs FOLEY_BROKER_URL)"
-    )
+        "worker", parents=[common],
+        help="run a Celery worker for export jobs (needs FOLEY_BROKER_URL)",
+    )  # fmt: skip
     worker.add_argument(
         "--concurrency", type=int, help="render processes (default: FOLEY_EXPORT_WORKERS)"
     )
@@ -142,48 +166,77 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    output_format = output_format_of(args.output)
-    if args.events is not None:
-        marker_format(args.events)
-    if not args.input.is_file():
-        raise InvalidInput(f"{args.input}: no such file", code="input_not_found")
-    if not args.output.parent.is_dir():
-        raise InvalidInput(f"{args.output.parent}: no such directory", code="output_dir_not_found")
+    jobs = plan_batch(
+        args.inputs, output=args.output, fmt=args.format, events=args.events, force=args.force
+    )
     settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
     if args.tier is not None and not (settings.models_dir / args.tier).is_dir():
         raise InvalidInput(f"no tier {args.tier!r} in {settings.models_dir}", code="unknown_tier")
+    durations = [probe_input(job.input, settings) for job in jobs]
+    engine = load_engine(settings)
+    failed: list[Exception] = []
+    total = sum(durations)
+    with _progress_bar(args.quiet) as progress:
+        done = 0.0
+        for job, duration in zip(jobs, durations, strict=True):
+            share = duration / total
+
+            def each(fraction: float, done: float = done, share: float = share) -> None:
+                progress(done + share * fraction)
+
+            try:
+                line = _render_job(engine, job, args, each)
+            except FoleyError as exc:
+                failed.append(exc)
+                progress.say(_error_line(exc.code, f"{job.input}: {exc.reason}"), sys.stderr)
+            except Exception as exc:  # one file's failure; the others still render
+                logger.debug("internal error on %s", job.input, exc_info=True)
+                failed.append(exc)
+                reason = f"{job.input}: {type(exc).__name__}: {exc}"
+                progress.say(_error_line("internal_error", reason), sys.stderr)
+            else:
+                if not args.quiet:
+                    progress.say(line, sys.stdout)
+            done += share
+    if not failed:
+        return EXIT_OK
+    return EXIT_INVALID if all(isinstance(e, InvalidInput) for e in failed) else EXIT_INTERNAL
+
+
+def _render_job(engine: Engine, job: Job, args: argparse.Namespace, progress: ProgressFn) -> str:
+    """One input rendered into its output (and its markers); the summary line."""
     options = RenderOptions(
-        format=output_format,
+        format=job.format,
         sample_rate=args.sample_rate,
         tier=args.tier,
         replace_audio=args.replace_audio,
         loudness_lufs=args.loudness,
     )
-    engine = load_engine(settings)
     started = perf_counter()
-    with _staged(args.output) as staging, _progress_bar() as progress:
-        result = engine.render(args.input, staging, options, progress=progress)
-    if args.events is not None:
-        _write_events(args.events, args.input, args.output, result)
+    with staged(job.output) as staging:
+        result = engine.render(job.input, staging, options, progress=progress)
+    if job.events is not None:
+        write_events(job, result)
     elapsed = perf_counter() - started
     speed = result.duration_s / elapsed if elapsed > 0 else float("inf")
-    print(
-        f"{args.output}: {result.duration_s:.2f} s, {result.frames} frames, "
+    events = f", {len(result.markers)} contacts -> {job.events}" if job.events else ""
+    return (
+        f"{job.output}: {result.duration_s:.2f} s, {result.frames} frames, "
         f"{result.sample_rate} Hz{_level_note(result.levelling)}, rendered in {elapsed:.2f} s "
-        f"({speed:.1f}x real time)"
+        f"({speed:.1f}x real time){events}"
     )
-    return EXIT_OK
 
 
-def _write_events(path: Path, video: Path, audio: Path, result: RenderResult) -> None:
-    """The render's contacts beside it, naming the video and the track relative to the file."""
+def probe_input(path: Path, settings: Settings) -> float:
+    """The input's declared duration (s, at least a millisecond), after the isolated decoder's
+    header checks: a file that is not a video is refused before any model loads."""
+    from service.media.decode import DecodeLimits, probe
 
-    def relative(p: Path) -> str:
-        return os.path.relpath(p.resolve(), path.resolve().parent)
-
-    document = markers_document(result, video_name=relative(video), audio_name=relative(audio))
-    with _staged(path) as staging:
-        write_markers(staging, document)
+    try:
+        info = probe(path, limits=DecodeLimits.from_settings(settings))
+    except FoleyError as exc:
+        raise type(exc)(f"{path}: {exc.reason}", code=exc.code) from None
+    return max(info.duration_s, 1e-3)
 
 
 def _loudness(text: str) -> float | None:
@@ -206,17 +259,6 @@ def _level_note(levelling: Levelling | None) -> str:
     return f", {level} (gain {levelling.gain_db:+.1f} dB)"
 
 
-def output_format_of(path: Path) -> OutputFormat:
-    suffix = path.suffix.lower().lstrip(".")
-    if suffix not in FORMATS:
-        known = ", ".join(f".{f}" for f in sorted(FORMATS))
-        raise InvalidInput(
-            f"{path}: unknown output extension {path.suffix!r} (use {known})",
-            code="unsupported_format",
-        )
-    return cast(OutputFormat, suffix)
-
-
 def load_engine(settings: Settings) -> Engine:
     # Imported here so that `foley --help` and argument errors need no ONNX Runtime.
     from service.pipeline.engine import FoleyEngine
@@ -224,31 +266,40 @@ def load_engine(settings: Settings) -> Engine:
     return FoleyEngine.load(settings)
 
 
+class _Progress:
+    """One progress bar on stderr over a whole command; `say` prints a line beside it without
+    tearing it (and without showing it before its delay)."""
+
+    def __init__(self, quiet: bool) -> None:
+        from tqdm import tqdm
+
+        self.started = perf_counter()
+        self.bar = tqdm(
+            total=1.0,
+            file=sys.stderr,
+            delay=PROGRESS_DELAY_S,
+            leave=False,
+            bar_format="{l_bar}{bar}| [{elapsed}<{remaining}]",
+            disable=quiet,
+        )
+
+    def __call__(self, fraction: float) -> None:
+        self.bar.update(min(max(fraction, 0.0), 1.0) - self.bar.n)
+
+    def say(self, line: str, to: TextIO) -> None:
+        if perf_counter() - self.started < PROGRESS_DELAY_S:  # not shown yet
+            print(line, file=to)
+        else:
+            self.bar.write(line, file=to)
+
+
 @contextmanager
-def _staged(output: Path) -> Iterator[Path]:
-    """Render beside `output` and rename into place: a failed render leaves no partial file."""
-    # Not mkstemp: its 0600 mode would survive the rename.
-    staging = output.with_name(f".{output.stem}.{secrets.token_hex(4)}.partial{output.suffix}")
+def _progress_bar(quiet: bool = False) -> Iterator[_Progress]:
+    progress = _Progress(quiet)
     try:
-        yield staging
-        os.replace(staging, output)
-    finally:
-        staging.unlink(missing_ok=True)
-
-
-@contextmanager
-def _progress_bar() -> Iterator[ProgressFn]:
-    from tqdm import tqdm
-
-    bar_format = "{l_bar}{bar}| [{elapsed}<{remaining}]"
-    with tqdm(
-        total=1.0, file=sys.stderr, delay=PROGRESS_DELAY_S, leave=False, bar_format=bar_format
-    ) as bar:
-
-        def progress(fraction: float) -> None:
-            bar.update(min(max(fraction, 0.0), 1.0) - bar.n)
-
         yield progress
+    finally:
+        progress.bar.close()
 
 
 def _preview(args: argparse.Namespace) -> int:
@@ -309,9 +360,11 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api import create_app
+    from service.api.logs import redact_root_handlers
 
     overrides = {"host": args.host, "port": args.port}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
+    redact_root_handlers(settings.api_keys)
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
     return EXIT_OK
 
@@ -345,10 +398,13 @@ def _worker(args: argparse.Namespace) -> int:
 def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
     import uvicorn
 
+    from service.api.logs import server_log_config
+
     return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
+        log_config=server_log_config(settings.api_keys),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         # uvicorn's default is 16 MiB: the largest frame a preview session may send is enough.
         ws_max_size=settings.preview_max_frame_pixels * 3 + 64,
@@ -360,8 +416,57 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
     )
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("foley")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown"
+
+
+def _tiers(args: argparse.Namespace) -> int:
+    settings = Settings()
+    found = sorted(p.parent for p in settings.models_dir.glob("*/config.json"))
+    if not found:
+        raise ModelConfigError(
+            f"no tiers in {settings.models_dir}; FOLEY_MODELS_DIR names the folder that holds them"
+        )
+    print(f"{'tier':<10} {'kind':<9} {'version':<8} {'size':>8}  {'speed':>15}  default")
+    for path in found:
+        raw = json.loads((path / "config.json").read_text())
+        size = sum(f.stat().st_size for f in path.iterdir() if f.suffix in (".onnx", ".json"))
+        speed = "" if args.no_speed else _speed(settings, path.name)
+        mark = "yes" if path.name == settings.default_tier else ""
+        print(f"{path.name:<10} {raw.get('kind', 'frames'):<9} {raw['version']:<8} "
+              f"{size / 1e6:6.1f} MB  {speed:>15}  {mark}")  # fmt: skip
+    if not args.no_speed:
+        print(f"speed: a {SPEED_CLIP_S:g} s {SPEED_SIZE[0]}x{SPEED_SIZE[1]} clip rendered to WAV "
+              "on this machine, decode included")  # fmt: skip
+    return EXIT_OK
+
+
+def _speed(settings: Settings, tier: str) -> str:
+    """How much faster than real time `tier` renders a small clip here."""
+    import tempfile
+
+    from service.media.clip import write_test_clip
+
+    with tempfile.TemporaryDirectory() as tmp:
+        clip = write_test_clip(Path(tmp) / "clip.mp4", SPEED_CLIP_S, SPEED_SIZE)
+        engine = load_engine(settings.model_copy(update={"default_tier": tier}))
+        started = perf_counter()
+        engine.render(clip, Path(tmp) / "out.wav", RenderOptions(format="wav"))
+        elapsed = perf_counter() - started
+    return f"{SPEED_CLIP_S / elapsed:.1f}x real time"
+
+
 def _fail(code: str, reason: str) -> None:
-    print(f"foley: error: {code}: {' '.join(reason.split())}", file=sys.stderr)
+    print(_error_line(code, reason), file=sys.stderr)
+
+
+def _error_line(code: str, reason: str) -> str:
+    return f"foley: error: {code}: {' '.join(reason.split())}"
 
 
 if __name__ == "__main__":

@@ -53,15 +53,20 @@ class ScriptedEngine:
                             video_fps=25.0)  # fmt: skip
 
 
+MP4_HEAD = b"\x00\x00\x00\x18ftypmp42"  # what an MP4 starts with
+
+
 @pytest.fixture
 def video(tmp_path: Path) -> Path:
     path = tmp_path / "in.mp4"
-    path.write_bytes(b"not decoded by the scripted engine")
+    path.write_bytes(MP4_HEAD + b" not decoded by the scripted engine")
     return path
 
 
 def use_engine(monkeypatch: pytest.MonkeyPatch, engine: ScriptedEngine) -> None:
+    """The scripted engine, and a probe that takes any file as a 12 s video."""
     monkeypatch.setattr(cli, "load_engine", lambda settings: engine)
+    monkeypatch.setattr(cli, "probe_input", lambda path, settings: 12.0)
 
 
 def test_bad_output_extension_exits_2_with_one_line(
@@ -200,9 +205,10 @@ def test_render_failure_exits_with_one_line_and_leaves_no_file(
     output = tmp_path / "out.wav"
     output_before = b"an older render the user keeps"
     output.write_bytes(output_before)
-    code_, _, err = run(["generate", str(video), "-o", str(output)], capsys)
+    code_, _, err = run(["generate", str(video), "-o", str(output), "--force"], capsys)
     assert code_ == exit_code
     assert_one_error_line(err, code)
+    assert str(video) in err
     assert output.read_bytes() == output_before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.mp4", "out.wav"]
 
@@ -272,3 +278,144 @@ def test_loudness_off_keeps_the_models_own_level(
     ratio = y[quiet] / x[quiet]
     assert np.median(ratio) > 10  # the raw track is well under the target
     assert np.mean(np.abs(ratio / np.median(ratio) - 1) < 0.01) > 0.8
+
+
+class CountingLoads:
+    """load_engine's stand-in: the scripted engine, counting the loads."""
+
+    def __init__(self, engine: ScriptedEngine) -> None:
+        self.engine, self.loads = engine, 0
+
+    def __call__(self, settings: Settings) -> ScriptedEngine:
+        self.loads += 1
+        return self.engine
+
+
+def videos_in(folder: Path, *names: str) -> list[Path]:
+    folder.mkdir(exist_ok=True)
+    for name in names:
+        (folder / name).write_bytes(MP4_HEAD + name.encode())
+    return [folder / n for n in names]
+
+
+def test_several_inputs_and_a_folder_render_with_the_model_loaded_once(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    use_engine(monkeypatch, ScriptedEngine())
+    loads = CountingLoads(ScriptedEngine())
+    monkeypatch.setattr(cli, "load_engine", loads)
+    a, b = videos_in(tmp_path / "one", "a.mp4", "b.MOV")
+    (c,) = videos_in(tmp_path / "reel", "c.mkv")
+    (tmp_path / "reel" / "notes.txt").write_text("not a video, and not taken")
+    code, out, err = run(["generate", str(a), str(b), str(tmp_path / "reel"), "-q"], capsys)
+    assert code == 0, err
+    assert loads.loads == 1
+    assert out == "" and err == ""  # -q, after the command
+    for video in (a, b, c):
+        assert (video.parent / f"{video.stem}_foley.wav").read_bytes() == b"partial"
+    code, out, _ = run(["generate", str(tmp_path / "reel"), "--format", "flac", "--force"], capsys)
+    assert code == 0 and out.count("\n") == 1 and "c_foley.flac" in out
+
+
+def test_output_defaults_beside_the_input_and_events_beside_each_output(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    use_engine(monkeypatch, ScriptedEngine())
+    a, b = videos_in(tmp_path / "in", "a.mp4", "b.mp4")
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    code, _, err = run(["generate", str(a), str(b), "-o", str(out_dir), "--events", "otio"], capsys)
+    assert code == 0, err
+    assert sorted(p.name for p in out_dir.iterdir()) == [
+        "a_foley.otio", "a_foley.wav", "b_foley.otio", "b_foley.wav",
+    ]  # fmt: skip
+    code, _, err = run(["generate", str(a), str(b), "--events", str(tmp_path / "x.otio")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "invalid_parameter")
+
+
+def test_several_inputs_need_an_output_folder(tmp_path: Path, capsys, monkeypatch) -> None:
+    use_engine(monkeypatch, ScriptedEngine())
+    a, b = videos_in(tmp_path, "a.mp4", "b.mp4")
+    code, _, err = run(["generate", str(a), str(b), "-o", str(tmp_path / "one.wav")], capsys)
+    assert code == 2
+    assert_one_error_line(err, "output_dir_not_found")
+
+
+def test_the_input_and_existing_files_are_never_overwritten_unless_forced(
+    video: Path, tmp_path: Path, capsys, monkeypatch
+) -> None:
+    engine = ScriptedEngine()
+    use_engine(monkeypatch, engine)
+    before = video.read_bytes()
+    code, _, err = run(["generate", str(video), "-o", str(video), "--force"], capsys)
+    assert code == 2
+    assert_one_error_line(err, "output_is_input")
+    assert video.read_bytes() == before
+    existing = tmp_path / "in_foley.wav"
+    existing.write_bytes(b"an earlier render")
+    code, _, err = run(["generate", str(video)], capsys)
+    assert code == 2
+    assert_one_error_line(err, "output_exists")
+    assert str(existing) in err and existing.read_bytes() == b"an earlier render"
+    assert engine.options is None  # refused before any render
+    assert run(["generate", str(video), "--force"], capsys)[0] == 0
+    assert existing.read_bytes() == b"partial"
+
+
+def test_a_file_that_is_not_a_video_is_refused_before_the_model_loads(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    loads = CountingLoads(ScriptedEngine())
+    monkeypatch.setattr(cli, "load_engine", loads)
+    text = tmp_path / "notes.mp4"
+    text.write_text("a text file named like a video")
+    code, _, err = run(["generate", str(text)], capsys)
+    assert code == 2
+    assert_one_error_line(err, "not_a_video")
+    assert str(text) in err and loads.loads == 0
+
+
+def test_one_failing_file_does_not_stop_the_others(tmp_path: Path, capsys, monkeypatch) -> None:
+    class FailsOnB(ScriptedEngine):
+        def render(self, input_path, output_path, options, progress=None):
+            if input_path.name == "b.mp4":
+                raise MediaError("no video stream", code="no_video_stream")
+            return super().render(input_path, output_path, options, progress)
+
+    use_engine(monkeypatch, FailsOnB())
+    _, b, _ = videos_in(tmp_path / "in", "a.mp4", "b.mp4", "c.mp4")
+    code, out, err = run(["generate", str(tmp_path / "in"), "-q"], capsys)
+    assert code == 2
+    assert_one_error_line(err, "no_video_stream")
+    assert str(b) in err
+    assert out == ""
+    assert [p.name for p in sorted((tmp_path / "in").glob("*_foley.wav"))] == [
+        "a_foley.wav", "c_foley.wav",
+    ]  # fmt: skip
+
+
+def test_version_and_verbosity_anywhere(capsys) -> None:
+    assert run(["--version"], capsys)[1].startswith("foley ")
+    code, _, err = run(["generate", "--help", "-v"], capsys)
+    assert code == 0
+    assert run(["tiers", "-v", "--no-speed"], capsys)[0] == 0
+    assert run(["-q", "tiers", "--no-speed"], capsys)[0] == 0
+    code, _, err = run(["tiers", "-q", "-v"], capsys)
+    assert code == 2 and "not allowed with" in err  # -q and -v at once
+
+
+def test_tiers_lists_each_tier_with_its_size(capsys) -> None:
+    code, out, err = run(["tiers", "--no-speed"], capsys)
+    assert code == 0, err
+    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert {"preview", "export", "objects"} <= set(rows)
+    assert all(" MB" in row for row in rows.values())
+    assert rows[Settings().default_tier].endswith("yes")
+
+
+@pytest.mark.slow
+def test_tiers_times_each_tier_here(capsys) -> None:
+    code, out, err = run(["tiers"], capsys)
+    assert code == 0, err
+    assert out.count("x real time") == len(list(Settings().models_dir.glob("*/config.json")))

@@ -11,6 +11,8 @@ import anyio
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
+from service.api.docs import DOCS_STATIC
+from service.api.docs import router as docs_router
 from service.api.errors import install_error_handlers
 from service.api.exports import router as exports_router
 from service.api.preview import STATIC
@@ -50,12 +52,16 @@ def create_app(
         summary="Video in, Foley audio out.",
         version="0.1.0",
         lifespan=_lifespan(settings, engine_loader, job_manager, cache),
+        docs_url=None,  # served below from the service's own assets, not a CDN
+        redoc_url=None,
     )
     install_error_handlers(app)
     app.include_router(router)
     app.include_router(preview_router)
     app.include_router(exports_router)
+    app.include_router(docs_router)
     app.mount("/static/preview", StaticFiles(directory=STATIC), name="preview-static")
+    app.mount("/static/docs", StaticFiles(directory=DOCS_STATIC), name="docs-static")
     return app
 
 
@@ -80,6 +86,7 @@ def _lifespan(
         # Serve (healthz) while the model loads; readyz turns 200 once `state.engine` is set.
         async with anyio.create_task_group() as tasks:
             loader = engine_loader or functools.partial(load_engine, cache=state.cache)
+            state.loader = loader
             tasks.start_soon(_load, state, loader)
             tasks.start_soon(_sweep_jobs, state.jobs)
             yield

@@ -18,7 +18,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request, Response
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from service.api.auth import tenant_of
+from service.api.auth import Tenant
 from service.api.routes import UPLOAD_NAME, download_name, merge_params
 from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
@@ -97,6 +97,7 @@ async def create_export(
     request: Request,
     response: Response,
     state: State,
+    tenant: Tenant,
     query: Annotated[ExportParams, Query()],
     idempotency_key: Annotated[str | None, Header()] = None,
 ) -> ExportJob:
@@ -105,7 +106,6 @@ async def create_export(
     `Idempotency-Key`: a retried request with the same key gets the first request's job.
     """
     settings = state.settings
-    tenant = tenant_of(request.headers, settings.api_keys)
     jobs = jobs_of(state)
     if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
         raise InvalidInput(
@@ -148,8 +148,7 @@ async def create_export(
 
 
 @router.get("/{job_id}", responses=_responses(401, 404))
-async def get_export(job_id: str, request: Request, state: State) -> ExportJob:
-    tenant = tenant_of(request.headers, state.settings.api_keys)
+async def get_export(job_id: str, state: State, tenant: Tenant) -> ExportJob:
     record = await anyio.to_thread.run_sync(jobs_of(state).get, tenant, job_id)
     return to_wire(record)
 
@@ -162,8 +161,7 @@ async def get_export(job_id: str, request: Request, state: State) -> ExportJob:
         **_responses(401, 404, 409, 410),
     },
 )
-async def get_export_result(job_id: str, request: Request, state: State) -> FileResponse:
-    tenant = tenant_of(request.headers, state.settings.api_keys)
+async def get_export_result(job_id: str, state: State, tenant: Tenant) -> FileResponse:
     record, path = await anyio.to_thread.run_sync(jobs_of(state).result, tenant, job_id)
     return FileResponse(
         path,
@@ -182,13 +180,12 @@ async def get_export_result(job_id: str, request: Request, state: State) -> File
 )
 async def get_export_events(
     job_id: str,
-    request: Request,
     state: State,
+    tenant: Tenant,
     format: Annotated[Literal["json", "otio", "csv"], Query()] = "json",
 ) -> Response:
     """The contacts of a finished job's render, as JSON, an OpenTimelineIO timeline or CSV
     (service.markers): times on the video's timeline, with SMPTE timecodes."""
-    tenant = tenant_of(request.headers, state.settings.api_keys)
     record, path = await anyio.to_thread.run_sync(jobs_of(state).markers, tenant, job_id)
     stored = MarkersDocument.model_validate_json(path.read_text())
     document = stored.model_copy(
@@ -210,9 +207,8 @@ def _markers_name(record: JobRecord, fmt: str) -> str:
 
 
 @router.delete("/{job_id}", status_code=202, responses=_responses(401, 404, 409))
-async def cancel_export(job_id: str, request: Request, state: State) -> ExportJob:
+async def cancel_export(job_id: str, state: State, tenant: Tenant) -> ExportJob:
     """Cancel: a queued job at once, a running one at its next window (poll for `cancelled`)."""
-    tenant = tenant_of(request.headers, state.settings.api_keys)
     record = await anyio.to_thread.run_sync(jobs_of(state).cancel, tenant, job_id)
     return to_wire(record)
 

@@ -67,6 +67,13 @@ async def preview(ws: WebSocket) -> None:
     worker: PreviewWorker | None = None
     try:
         config = await _receive_config(ws, state)
+        keys = state.settings.api_keys
+        if keys and "x-api-key" not in ws.headers and not valid_key(config.api_key or "", keys):
+            raise _Close(
+                "unauthorized",
+                "a valid API key is required (x-api-key header, or api_key in the config)",
+                p.CLOSE_POLICY,
+            )
         try:
             worker = state.preview_worker()
         except FoleyError as exc:
@@ -90,17 +97,17 @@ async def preview(ws: WebSocket) -> None:
 
 def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
     """Why the handshake is refused, or None. Browsers send Origin: it must be this service's
-    own or a configured one (CORS does not cover WebSockets). Other clients send none."""
+    own or a configured one (CORS does not cover WebSockets). Other clients send none. A key
+    in the header is checked here; browsers, which cannot set one, put it in the config
+    message (never in the URL, which access logs keep)."""
     origin = ws.headers.get("origin")
     if origin is not None:
         host = ws.headers.get("host", "")
         if urlsplit(origin).netloc != host and origin not in state.settings.allowed_origins:
             return f"origin {origin} is not allowed"
     keys = state.settings.api_keys
-    if keys:
-        given = ws.headers.get("x-api-key") or ws.query_params.get("api_key") or ""
-        if not valid_key(given, keys):
-            return "a valid API key is required (x-api-key header or api_key query parameter)"
+    if keys and "x-api-key" in ws.headers and not valid_key(ws.headers["x-api-key"], keys):
+        return "the x-api-key header is not a valid API key"
     return None
 
 

@@ -13,6 +13,7 @@ render; not sending the body, nor the store and clean-up that follow it.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import shutil
@@ -29,7 +30,7 @@ from pydantic import ValidationError
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
-from service.api.auth import tenant_of
+from service.api.auth import Tenant
 from service.api.errors import validation_reason
 from service.api.schemas import (
     MARKER_ANSWERS,
@@ -38,11 +39,13 @@ from service.api.schemas import (
     FoleyParams,
     Health,
     Ready,
+    TierInfo,
 )
 from service.api.state import Engine, ServiceState, get_state
 from service.api.uploads import FILE_FIELD, Upload, receive_upload
 from service.cache import Cache, results
 from service.errors import InvalidInput
+from service.jobs.engines import check_tier
 from service.markers import markers_document, render_markers
 from service.pipeline.types import RenderOptions, RenderResult
 
@@ -115,21 +118,46 @@ async def readyz(state: State) -> Ready:
     return ready.model_copy(update={"status": "degraded", **down}) if down else ready
 
 
+@router.get("/v1/tiers")
+async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
+    """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
+    default = state.ready_engine().tier.name
+    loaded = state.loaded_tiers()
+    found = []
+    for config in sorted(state.settings.models_dir.glob("*/config.json")):
+        raw = json.loads(config.read_text())
+        files = [f for f in config.parent.iterdir() if f.suffix in (".onnx", ".json")]
+        found.append(
+            TierInfo(
+                name=config.parent.name,
+                kind=raw.get("kind", "frames"),
+                version=raw["version"],
+                default=config.parent.name == default,
+                loaded=config.parent.name in loaded,
+                size_bytes=sum(f.stat().st_size for f in files),
+            )
+        )
+    return found
+
+
 @router.post(
     "/v1/foley",
     response_class=FileResponse,
     responses=_FOLEY_RESPONSES,
     openapi_extra=_UPLOAD_BODY,
 )
-async def foley(request: Request, state: State, query: Annotated[FoleyParams, Query()]):
+async def foley(
+    request: Request, state: State, tenant: Tenant, query: Annotated[FoleyParams, Query()]
+):
     """Upload a video (multipart field `file`); get its Foley track, or the video with it.
 
     `format` and `sample_rate` may come as query parameters or as form fields. The same file
     with the same parameters is answered from the cache (`X-Foley-Cache: hit`).
     """
     started = perf_counter()
-    tenant_of(request.headers, state.settings.api_keys)
     engine = state.ready_engine()
+    if query.tier is not None:  # refused before the upload is read
+        check_tier(state.settings, query.tier)
     state.check_capacity()
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
     try:
@@ -138,6 +166,9 @@ async def foley(request: Request, state: State, query: Annotated[FoleyParams, Qu
         )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
+        if params.tier not in (None, engine.tier.name):
+            check_tier(state.settings, params.tier)
+            engine = await anyio.to_thread.run_sync(state.engine_for, params.tier)
         markers = params.format if params.format in MARKER_ANSWERS else None
         options = RenderOptions(
             format="wav" if markers is not None else params.format,  # type: ignore[arg-type]

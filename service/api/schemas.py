@@ -53,6 +53,8 @@ class FoleyParams(BaseModel):
         "-1 dBTP), one gain for the whole render; `off`: the model's own level",
     )
 
+    tier: str | None = Field(default=None, description="Model tier (GET /v1/tiers; default: "
+                             "the service's default tier)")  # fmt: skip
     replace_audio: bool = Field(
         default=False,
         description="mp4/mov/mkv: the Foley alone; by default the input's own audio tracks are "
@@ -70,6 +72,18 @@ class FoleyParams(BaseModel):
         if isinstance(value, str) and value.isdigit():
             return int(value)
         return value
+
+
+class TierInfo(BaseModel):
+    name: str
+    kind: Literal["frames", "contacts"] = Field(
+        description="frames: a model at a fixed frame rate; contacts: objects tracked at the "
+        "video's own frame times, each contact rendered on its sample"
+    )
+    version: str
+    default: bool = Field(description="What /v1/foley and the live preview use when not told")
+    loaded: bool = Field(description="In memory now (others load on first use, in seconds)")
+    size_bytes: int = Field(description="The tier's graphs and config on disk")
 
 
 class ErrorBody(BaseModel):

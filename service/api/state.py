@@ -4,13 +4,15 @@ Threading: the event loop only moves bytes. The engine is loaded, warmed up and 
 threads, and live preview sessions in the preview worker's one thread (service.preview).
 `engine.render` may be called from several threads at once (its contract), and
 `ServiceState.limiter` bounds how many renders run together. The only shared mutable state is
-`engine`/`load_error`, each written once by the loader task, and `preview`, started once on the
-event loop; per-request values (paths, options) travel as arguments. `cache` is set at startup
+`engine`/`load_error`, each written once by the loader task, `preview`, started once on the
+event loop, and the other tiers' engines (`engine_for`), each loaded once under a lock;
+per-request values (paths, options) travel as arguments. `cache` is set at startup
 and is itself thread-safe (service.cache.base).
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +25,7 @@ from service.api.errors import EngineUnavailable
 from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import Busy, NotReady
+from service.jobs.engines import check_tier
 from service.jobs.manager import JobManager
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig
@@ -59,6 +62,30 @@ class ServiceState:
     load_error: str | None = None  # set once if loading failed: never ready
     preview: PreviewWorker | None = None  # started with the first live session
     jobs: JobManager | None = None  # export jobs: set once at startup
+    loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
+    _others: dict[str, Engine] = field(default_factory=dict)
+    _others_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def engine_for(self, tier: str | None) -> Engine:
+        """The engine that renders `tier` (None: the default one), another tier's loaded and
+        warmed on first use. Blocks while it loads: call from a worker thread."""
+        default = self.ready_engine()
+        if tier is None or tier == default.tier.name:
+            return default
+        check_tier(self.settings, tier)
+        with self._others_lock:
+            if tier not in self._others:
+                if self.loader is None:
+                    raise RuntimeError("no engine loader")
+                engine = self.loader(self.settings.model_copy(update={"default_tier": tier}))
+                engine.warmup()
+                self._others[tier] = engine
+            return self._others[tier]
+
+    def loaded_tiers(self) -> set[str]:
+        names = {self.engine.tier.name} if self.engine is not None else set()
+        with self._others_lock:
+            return names | set(self._others)
 
     def preview_worker(self) -> PreviewWorker:
         """The live preview worker, started on first use (on the event loop: no race)."""

@@ -66,7 +66,11 @@ class SessionConfig(_Message):
     )
     sample_rate: Literal[48000, 44100, 24000, 16000] = 48000
     tier: str | None = None
-    api_key: str | None = Field(default=None, description="or the `x-api-key` header")
+    api_key: str | None = Field(
+        default=None,
+        description="the API key, when the service has keys and the client cannot send the "
+        "x-api-key header (browsers)",
+    )
     protocol: int = PROTOCOL_VERSION
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.config import Settings
+from service.config import SHIPPED_MODELS_DIR, Settings
 from tests.api.conftest import RecordingEngine, upload, wait_ready, wait_until
 
 
@@ -62,16 +63,65 @@ def test_engine_load_failure_is_reported_not_swallowed(settings: Settings) -> No
 
 def test_docs_and_openapi_describe_the_upload(client: TestClient) -> None:
     assert client.get("/docs").status_code == 200
-    operation = client.get("/openapi.json").json()["paths"]["/v1/foley"]["post"]
+    spec = client.get("/openapi.json").json()
+    operation = spec["paths"]["/v1/foley"]["post"]
     body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert body["required"] == ["file"]
-    assert set(body["properties"]) == {"file", "format", "sample_rate", "loudness", "replace_audio"}
-    assert {p["name"] for p in operation["parameters"]} == {
-        "format",
-        "sample_rate",
-        "loudness",
-        "replace_audio",
-    }
+    options = {"format", "sample_rate", "loudness", "replace_audio", "tier"}
+    assert set(body["properties"]) == {"file", *options}
+    assert {p["name"] for p in operation["parameters"]} == options
+
+
+def test_the_api_key_is_an_openapi_security_scheme(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    assert spec["components"]["securitySchemes"]["ApiKey"] == {
+        "type": "apiKey", "in": "header", "name": "X-API-Key",
+        "description": "Required when the service has keys (FOLEY_API_KEYS).",
+    }  # fmt: skip
+    secured = [
+        (path, method)
+        for path, methods in spec["paths"].items()
+        for method, operation in methods.items()
+        if {"ApiKey": []} in operation.get("security", [])
+    ]
+    assert ("/v1/foley", "post") in secured and ("/v1/tiers", "get") in secured
+    assert {(p, m) for p, m in secured if p.startswith("/v1/exports")} == {
+        ("/v1/exports", "post"), ("/v1/exports/{job_id}", "get"),
+        ("/v1/exports/{job_id}", "delete"), ("/v1/exports/{job_id}/result", "get"),
+        ("/v1/exports/{job_id}/events", "get"),
+    }  # fmt: skip
+
+
+def test_the_docs_pages_load_nothing_from_elsewhere(client: TestClient) -> None:
+    for page in ("/docs", "/redoc"):
+        html = client.get(page).text
+        assert "http://" not in html and "https://" not in html, page
+        for asset in re.findall(r'(?:src|href)="(/static/docs/[^"]+)"', html):
+            assert client.get(asset).status_code == 200, asset
+
+
+def test_tiers_are_listed_and_taken_by_name(settings: Settings, engine: RecordingEngine) -> None:
+    shipped = settings.model_copy(update={"models_dir": SHIPPED_MODELS_DIR})
+    loads: list[str] = []
+
+    def loader(s: Settings) -> RecordingEngine:
+        loads.append(s.default_tier)
+        return engine
+
+    with TestClient(create_app(shipped, engine_loader=loader)) as client:
+        wait_ready(client)
+        tiers = {t["name"]: t for t in client.get("/v1/tiers").json()}
+        assert {"preview", "export", "objects"} <= set(tiers)
+        assert tiers["objects"]["kind"] == "contacts" and tiers["preview"]["kind"] == "frames"
+        assert all(t["size_bytes"] > 100_000 and not t["loaded"] for t in tiers.values())
+        response = client.post("/v1/foley", params={"tier": "objects"}, files=upload())
+        assert response.status_code == 200, response.text
+        assert loads == [shipped.default_tier, "objects"]  # loaded on first use
+        assert client.post("/v1/foley", data={"tier": "objects"}, files=upload()).is_success
+        assert loads == [shipped.default_tier, "objects"]  # and kept
+        assert {t["name"] for t in client.get("/v1/tiers").json() if t["loaded"]} == {"objects"}
+        refused = client.post("/v1/foley", params={"tier": "nope"}, files=upload())
+        assert (refused.status_code, refused.json()["error"]["code"]) == (422, "unknown_tier")
 
 
 def test_unknown_route_answers_in_the_error_shape(client: TestClient) -> None:

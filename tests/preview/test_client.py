@@ -37,4 +37,4 @@ def test_preview_streams_a_file_and_reports_latency(
 def test_preview_without_the_key_is_refused(live_service: str, capsys) -> None:
     preview_url = live_service.replace("http", "ws") + "/v1/preview"
     assert main(["preview", str(SAMPLE), "--url", preview_url]) == 1
-    assert "preview_refused" in capsys.readouterr().err
+    assert "unauthorized" in capsys.readouterr().err

@@ -3,18 +3,15 @@ Foley comes back onto its waveform and event timeline, with no console errors.""
 
 from __future__ import annotations
 
-import os
-import shutil
 from fractions import Fraction
 from pathlib import Path
 
 import av
-import pytest
 from playwright.sync_api import sync_playwright
 
+from tests.browser import CHROMIUM_ARGS, chromium_or_skip
+
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
-# The Debian package's binary; CI installs it (.ci/run). No browser download is needed.
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 def _webm(path: Path) -> Path:
@@ -33,18 +30,11 @@ def _webm(path: Path) -> Path:
 
 
 def test_the_page_plays_a_clip_with_live_foley(live_service: str, tmp_path: Path) -> None:
-    if CHROMIUM is None:
-        if os.environ.get("FOLEY_REQUIRE_BROWSER"):
-            pytest.fail("FOLEY_REQUIRE_BROWSER is set but there is no chromium")
-        pytest.skip("needs the chromium package (apt install chromium; .ci/run installs it)")
+    chromium = chromium_or_skip()
     clip = _webm(tmp_path / "clip.webm")
     problems: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(
-            executable_path=CHROMIUM,
-            # CI containers often have a small /dev/shm, which crashes Chromium's renderer.
-            args=["--autoplay-policy=no-user-gesture-required", "--disable-dev-shm-usage"],
-        )
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
         page = browser.new_page()
         page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: problems.append(str(e)))
@@ -52,7 +42,7 @@ def test_the_page_plays_a_clip_with_live_foley(live_service: str, tmp_path: Path
             "response",
             lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None,
         )
-        page.goto(f"{live_service}/preview?api_key=k1")
+        page.goto(f"{live_service}/preview#api_key=k1")
         page.set_input_files("#file", str(clip))
         page.click("#play")
         page.wait_for_function(
@@ -66,4 +56,62 @@ def test_the_page_plays_a_clip_with_live_foley(live_service: str, tmp_path: Path
     assert state["frames"] > 100 and state["chunks"] > 50
     assert onsets == state["onsets"] > 0, "contact events appear on the timeline"
     assert latency and "ms" in latency and "–" not in latency
+    assert not problems, problems
+
+
+def test_the_page_pauses_seeks_mixes_and_exports(live_service: str, tmp_path: Path) -> None:
+    chromium = chromium_or_skip()
+    clip = _webm(tmp_path / "clip.webm")
+    problems: list[str] = []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        page = browser.new_page(accept_downloads=True)
+        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: problems.append(str(e)))
+        page.goto(f"{live_service}/preview#api_key=k1")
+        assert page.is_visible("#empty"), "the empty state says what to do"
+        page.set_input_files("#file", str(clip))
+        assert page.is_hidden("#empty")
+        page.click("#play")
+        page.wait_for_function("window.foleyPreview.chunks > 20", timeout=30_000)
+        page.click("#play")  # pause
+        paused = page.evaluate("window.foleyPreview")
+        assert not paused["playing"] and paused["streams"] == 1
+        page.wait_for_timeout(400)
+        assert page.evaluate("window.foleyPreview.frames") == paused["frames"], "paused: no frames"
+        timecode = page.text_content("#timecode")
+        # Seek to 3 s and play on: a new stream starts there.
+        page.eval_on_selector(
+            "#seek", "(e) => { e.value = '3'; e.dispatchEvent(new Event('change')); }"
+        )
+        page.click("#play")
+        page.wait_for_function(
+            "window.foleyPreview.ended || window.foleyPreview.error", timeout=30_000
+        )
+        after = page.evaluate("window.foleyPreview")
+        assert after["streams"] == 2 and 2.9 <= after["t0"] <= 3.2
+        assert after["chunks"] > paused["chunks"]
+        # The mix, and a marker that jumps there.
+        page.fill("#level-original", "0.25")
+        page.dispatch_event("#level-original", "input")
+        page.fill("#level-foley", "1.5")
+        page.dispatch_event("#level-foley", "input")
+        assert page.evaluate("window.foleyPreview.levels") == {"original": 0.25, "foley": 1.5}
+        markers = page.locator("#timeline .onset")
+        assert markers.count() > 0
+        markers.first.click()
+        page.wait_for_function("document.getElementById('video').seeking === false")
+        # Export through the queue and download the result.
+        page.click("#export")
+        page.wait_for_selector("#download:not([hidden])", timeout=60_000)
+        with page.expect_download() as download:
+            page.click("#download")
+        saved = tmp_path / download.value.suggested_filename
+        download.value.save_as(saved)
+        browser.close()
+    assert timecode and timecode.count(":") == 3 and timecode != "00:00:00:00"
+    assert saved.name == "clip.foley.wav"
+    with av.open(str(saved)) as container:
+        assert container.streams.audio[0].rate == 48000
+    assert after["error"] is None, after["error"]
     assert not problems, problems

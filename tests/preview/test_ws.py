@@ -248,24 +248,32 @@ def test_a_client_that_sends_faster_than_the_worker_is_told(real_engine) -> None
 def test_origin_and_api_key_are_checked(real_engine) -> None:
     with _client(real_engine, api_keys=["s3cret"], allowed_origins=["https://editor.example"]) as c:
         wait_ready(c, timeout=60)
-        for headers, url in [
-            ({}, "/v1/preview"),
-            ({"x-api-key": "wrong"}, "/v1/preview"),
-            ({"x-api-key": "s3cret", "origin": "https://evil.example"}, "/v1/preview"),
+        for headers in [
+            {"x-api-key": "wrong"},
+            {"x-api-key": "s3cret", "origin": "https://evil.example"},
         ]:
             with (
                 pytest.raises(WebSocketDisconnect) as refused,
-                c.websocket_connect(url, headers=headers),
+                c.websocket_connect("/v1/preview", headers=headers),
             ):
                 pass
             assert refused.value.code == p.CLOSE_POLICY
-        for headers, url in [
-            ({"x-api-key": "s3cret"}, "/v1/preview"),
-            ({"origin": "https://editor.example"}, "/v1/preview?api_key=s3cret"),
-            ({"origin": "http://testserver"}, "/v1/preview?api_key=s3cret"),
+        # Browsers cannot set headers: the key comes in the config message, never the URL.
+        for config in [_config(), _config(api_key="wrong")]:
+            with c.websocket_connect("/v1/preview") as ws:
+                ws.send_text(config)
+                assert _error(ws)["code"] == "unauthorized"
+                assert _close_code(ws) == p.CLOSE_POLICY
+        with c.websocket_connect("/v1/preview?api_key=s3cret") as ws:
+            ws.send_text(_config())
+            assert _error(ws)["code"] == "unauthorized"  # a key in the URL is not taken
+        for headers, config in [
+            ({"x-api-key": "s3cret"}, _config()),
+            ({"origin": "https://editor.example"}, _config(api_key="s3cret")),
+            ({"origin": "http://testserver"}, _config(api_key="s3cret")),
         ]:
-            with c.websocket_connect(url, headers=headers) as ws:
-                ws.send_text(_config())
+            with c.websocket_connect("/v1/preview", headers=headers) as ws:
+                ws.send_text(config)
                 assert json.loads(ws.receive_text())["type"] == "ready"
 
 

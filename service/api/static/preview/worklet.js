@@ -1,5 +1,6 @@
 // Plays the Foley stream in sync with the page's delayed video: sample s (0 = the first frame's
-// time) sounds at context frame `origin + s`, where `origin` is set by the page.
+// time) sounds at context frame `origin + s`, where `origin` is set by the page. `reset` drops
+// the stream (a pause or a seek): silence until the next one's origin.
 class FoleyPlayer extends AudioWorkletProcessor {
   constructor() {
     super();
@@ -9,12 +10,23 @@ class FoleyPlayer extends AudioWorkletProcessor {
     this.origin = null; // context frame of sample 0
     this.underruns = 0;
     this.ended = false; // the stream is complete: nothing more is missing
+    this.stream = 0; // the page's stream number: messages of others are dropped
     this.port.onmessage = (event) => {
       const m = event.data;
-      if (m.type === "origin") this.origin = m.frame;
+      if (m.type === "reset") this.reset(m.stream);
+      else if (m.stream !== this.stream) return; // late messages of a stream that was dropped
+      else if (m.type === "origin") this.origin = m.frame;
       else if (m.type === "audio") this.write(m.start, m.samples);
       else if (m.type === "end") this.ended = true;
     };
+  }
+
+  reset(stream) {
+    this.stream = stream;
+    this.ring.fill(0);
+    this.written = 0;
+    this.origin = null;
+    this.ended = false;
   }
 
   write(start, samples) {

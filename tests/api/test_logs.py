@@ -1,0 +1,70 @@
+"""No API key in any log line of a real server: keys in headers, in the live preview's config,
+and one a client wrongly put in a URL."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+
+import httpx2 as httpx
+import pytest
+import uvicorn
+from websockets.sync.client import connect
+
+from service.api import create_app
+from service.api.logs import REDACTED, RedactKeys
+from service.cli import uvicorn_config
+from service.config import Settings
+from tests.api.conftest import RecordingEngine, upload
+
+KEY = "s3cret-key-1"
+
+
+def test_a_record_loses_its_key_wherever_it_is() -> None:
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s" %d',
+        ("127.0.0.1", "GET", f"/healthz?x=1&api_key={KEY}&y=2", 200), None,
+    )  # fmt: skip
+    assert RedactKeys([KEY]).filter(record)
+    assert KEY not in record.getMessage()
+    assert f"api_key={REDACTED}&y=2" in record.getMessage()
+    other = logging.LogRecord("x", logging.INFO, __file__, 1, "key %s", (KEY,), None)
+    RedactKeys([KEY]).filter(other)
+    assert other.getMessage() == f"key {REDACTED}"
+
+
+def test_no_api_key_reaches_the_servers_logs(capfd: pytest.CaptureFixture[str]) -> None:
+    settings = Settings(api_keys=[KEY], host="127.0.0.1", port=0)
+    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    config = uvicorn_config(app, settings)
+    config.log_level = logging.INFO
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=base, timeout=10) as http:
+            deadline = time.monotonic() + 10
+            while http.get("/readyz").status_code != 200:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert http.post("/v1/foley", headers={"x-api-key": KEY}, files=upload()).is_success
+            assert http.get(f"/healthz?api_key={KEY}").is_success  # a key where none belongs
+            assert http.post("/v1/foley", files=upload()).status_code == 401
+        # The recording engine has no live path: the session's outcome is not the point here.
+        with connect(f"ws://127.0.0.1:{port}/v1/preview?api_key={KEY}") as ws:
+            ws.send(json.dumps({"type": "config", "width": 96, "height": 96, "api_key": KEY}))
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    out, err = capfd.readouterr()
+    logs = out + err
+    assert "/healthz?api_key=" in logs and "WebSocket /v1/preview" in logs  # the lines are there
+    assert KEY not in logs
