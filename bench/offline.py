@@ -4,7 +4,8 @@
 
 Prints decode-only time (the floor: PyAV decoding every frame, nothing else), the service's
 decode path alone (isolated child process, resize to model input), and full renders to WAV and
-MP4 with the time of each stage. Medians over --repeat runs, all measured in one process so the
+MP4 with the time of each stage (loudness normalisation, the default, is part of `write`), and
+to WAV at the model's own level. Medians over --repeat runs, all measured in one process so the
 ratios compare like with like on a shared machine.
 
 The service is imported inside the functions, not at the top: each decoder child imports the
@@ -87,14 +88,20 @@ def main() -> None:
     engine.warmup()
     out = CACHE / "out"
     out.mkdir(exist_ok=True)
-    floor, dpath, renders = [], [], {"wav": [], "mp4": []}
+    floor, dpath, renders = [], [], {"wav": [], "mp4": [], "raw": []}
     stages: dict[str, list[float]] = {}
     for _ in range(args.repeat):
         floor.append(decode_only(clip))
         dpath.append(decode_path(clip, engine))
         for fmt in renders:
+            # "raw": WAV at the model's own level, to show what loudness normalisation costs.
+            options = (
+                RenderOptions(format="wav", loudness_lufs=None)
+                if fmt == "raw"
+                else RenderOptions(format=fmt)  # type: ignore[arg-type]
+            )
             started = time.perf_counter()
-            result = engine.render(clip, out / f"foley.{fmt}", RenderOptions(format=fmt))
+            result = engine.render(clip, out / f"foley.{options.format}", options)
             renders[fmt].append(time.perf_counter() - started)
             if fmt == "wav":
                 for stage, seconds in result.timings.items():
@@ -118,11 +125,13 @@ def main() -> None:
             row(f"  stage in WAV render: {stage}", med(stages[stage]))
     row("end to end, WAV", med(renders["wav"]))
     row("end to end, MP4 (video copied + AAC)", med(renders["mp4"]))
+    row("end to end, WAV, --loudness off", med(renders["raw"]))
     print()
     print(
         f"end-to-end RTF (WAV): {med(renders['wav']) / CLIP_SECONDS:.3f}   "
         f"end-to-end / decode-only: {med(renders['wav']) / med(floor):.2f}x (WAV), "
-        f"{med(renders['mp4']) / med(floor):.2f}x (MP4)"
+        f"{med(renders['mp4']) / med(floor):.2f}x (MP4), "
+        f"{med(renders['raw']) / med(floor):.2f}x (WAV, loudness off)"
     )
     print(
         "(the 'decode' stage time is time spent waiting on the decoder; it runs in its own "

@@ -199,13 +199,23 @@ class LevelledSink:
         if measured.integrated_lufs is not None:
             gain_db = min(self.target - measured.integrated_lufs, MAX_GAIN_DB)
             # Not one step: blocks the absolute gate left out join in at a higher level, and
-            # limiting the loudest attacks takes a little loudness off. Measure and correct.
+            # limiting the loudest attacks takes loudness off (the more, the higher the gain).
+            # Measure and correct, by the secant through the last two rounds.
+            tried: list[tuple[float, float]] = []  # (gain, loudness) of each round
             for _ in range(LEVEL_ROUNDS):
                 after = self._limited(gain_db, peak_db, threshold_db, true_peak=False)
-                error = self.target - (after.integrated_lufs or self.target)
-                if abs(error) <= LEVEL_TOLERANCE_LU or gain_db + error > MAX_GAIN_DB:
+                if after.integrated_lufs is None:
                     break
-                gain_db += error
+                error = self.target - after.integrated_lufs
+                if abs(error) <= LEVEL_TOLERANCE_LU:
+                    break
+                slope = 1.0  # loudness per dB of gain: 1 where nothing is limited
+                if tried:
+                    g0, l0 = tried[-1]
+                    if abs(gain_db - g0) > 1e-6:
+                        slope = min(max((after.integrated_lufs - l0) / (gain_db - g0), 0.05), 1.0)
+                tried.append((gain_db, after.integrated_lufs))
+                gain_db = min(gain_db + error / slope, MAX_GAIN_DB)
         with tempfile.TemporaryFile() as spool:
             after = self._limited(gain_db, peak_db, threshold_db, out=spool)
             trim_db = min(0.0, self.ceiling - TRIM_MARGIN_DB - after.true_peak_dbtp)
