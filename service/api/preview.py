@@ -168,6 +168,7 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
         height=config.height,
         pixel_format=config.pixel_format,
         max_frame_bytes=_max_frame_bytes(state),
+        gain_db=tier.live_gain_db if config.gain_db is None else config.gain_db,
     )
 
 

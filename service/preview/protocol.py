@@ -66,6 +66,14 @@ class SessionConfig(_Message):
     )
     sample_rate: Literal[48000, 44100, 24000, 16000] = 48000
     tier: str | None = None
+    gain_db: float | None = Field(
+        default=None,
+        ge=-40,
+        le=60,
+        description="the level the Foley plays at (dB on the model's own); default: the tier's "
+        "calibrated live gain. A client that knows the clip's offline render (its "
+        "X-Foley-Gain-dB) sends that gain, and hears what the export will sound like",
+    )
     api_key: str | None = Field(
         default=None,
         description="the API key, when the service has keys and the client cannot send the "
@@ -98,6 +106,7 @@ class Ready(_Message):
     height: int
     pixel_format: str
     max_frame_bytes: int
+    gain_db: float = 0.0  # the level the Foley plays at: the config's, or the tier's live gain
 
 
 class Onset(_Message):

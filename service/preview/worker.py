@@ -128,7 +128,10 @@ class PreviewWorker:
                 ),
                 stream=self.runner.open(),
                 out=ExactResampler(self.tier.sample_rate, config.sample_rate, "flt"),
-                level=LiveLevel(self.tier.sample_rate, self.tier.live_gain_db),
+                level=LiveLevel(
+                    self.tier.sample_rate,
+                    self.tier.live_gain_db if config.gain_db is None else config.gain_db,
+                ),
             )
             self._sessions[session.id] = session
         return session

@@ -18,6 +18,7 @@ from service.api import create_app
 from service.config import Settings
 from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
+from service.media.loudness import CEILING_DBTP, measure
 from service.pipeline.types import RenderOptions
 from service.preview import protocol as p
 from tests.api.conftest import wait_ready
@@ -243,6 +244,23 @@ def test_a_client_that_sends_faster_than_the_worker_is_told(real_engine) -> None
                 pass
             assert json.loads(message["text"])["code"] == "overloaded"
             assert _close_code(ws) == p.CLOSE_BUSY
+
+
+def test_a_stream_at_the_offline_gain_is_as_loud_as_the_export(
+    client, real_engine, tmp_path: Path
+) -> None:
+    result = real_engine.render(SAMPLE, tmp_path / "export.wav", RenderOptions(format="wav"))
+    gain = result.levelling.gain_db
+    frames = _frames(SAMPLE)
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30, gain_db=gain))
+        ready = json.loads(ws.receive_text())
+        assert ready["gain_db"] == pytest.approx(gain)
+        streamed = _stream(ws, [(t, rgb.tobytes()) for t, rgb in frames]).samples
+    offline, rate = read_audio(tmp_path / "export.wav")
+    live, export = measure(streamed, rate), measure(offline, rate)
+    assert live.integrated_lufs == pytest.approx(export.integrated_lufs, abs=0.5)
+    assert live.true_peak_dbtp <= CEILING_DBTP + 0.5  # the same limiter, without the trim
 
 
 def test_origin_and_api_key_are_checked(real_engine) -> None:

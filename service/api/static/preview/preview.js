@@ -16,7 +16,7 @@ const KEY = new URLSearchParams(location.hash.slice(1)).get("api_key");
 const state = (window.foleyPreview = {
   frames: 0, chunks: 0, onsets: 0, underruns: 0, latency: [], error: null, ended: false,
   streams: 0, playing: false, t0: null, fps: 30, levels: { original: 1, foley: 1 },
-  exported: null,
+  exported: null, gain_db: null, playing_gain_db: null,
 });
 
 let file = null;
@@ -30,17 +30,21 @@ $("file").addEventListener("change", () => {
   file = $("file").files[0] || null;
   if (!file) return;
   stop();
+  state.gain_db = null;
+  timeline.reset();
+  waveform.reset(0);
   video.src = URL.createObjectURL(file);
   $("empty").hidden = true;
   $("play").disabled = false;
   $("export").disabled = false;
   status(`${file.name}: ready to play.`);
+  analyse(file).catch((e) => status(`${file.name}: ready to play (not analysed: ${e.message}).`));
 });
 video.addEventListener("loadedmetadata", () => {
   $("seek").max = String(video.duration);
   $("seek").disabled = false;
   waveform.reset(video.duration);
-  timeline.reset(video.duration);
+  timeline.setDuration(video.duration);
 });
 $("play").addEventListener("click", () => (state.playing ? pause() : play()).catch(fail));
 $("seek").addEventListener("change", () => seek(Number($("seek").value)).catch(fail));
@@ -138,6 +142,7 @@ class LiveStream {
       this.ws.onopen = () => this.ws.send(JSON.stringify({
         type: "config", width: SIZE, height: SIZE, pixel_format: "rgb24", sample_rate: RATE,
         ...(KEY ? { api_key: KEY } : {}),
+        ...(state.gain_db !== null ? { gain_db: state.gain_db } : {}),
       }));
       this.ws.onerror = () => reject(new Error("the WebSocket connection failed"));
       this.ws.onmessage = (e) => {
@@ -145,7 +150,9 @@ class LiveStream {
         if (m.type === "ready") resolve(m); else reject(new Error(`${m.code}: ${m.reason}`));
       };
     });
-    status(`Playing: tier ${this.session.tier} ${this.session.model_version}.`);
+    state.playing_gain_db = this.session.gain_db;
+    const level = state.gain_db !== null ? "the export's level" : "the tier's usual level";
+    status(`Playing: tier ${this.session.tier} ${this.session.model_version}, at ${level}.`);
     this.ws.onmessage = (e) => this.receive(e);
     this.ws.onclose = (e) => {
       if (!this.closed && !state.ended && !state.error) fail(new Error(`connection closed (${e.code}) ${e.reason}`));
@@ -266,6 +273,27 @@ function render() {
   $("stat-counts").textContent = `${state.frames} / ${state.chunks}`;
   $("stat-onsets").textContent = String(state.onsets);
   $("stat-underruns").textContent = String(state.underruns);
+}
+
+// The file's offline render, answered with its contact markers (format=events): the markers go
+// on the timeline at once, and its loudness gain becomes the live level, so the preview sounds
+// as loud as the export will (a live stream cannot measure a clip it has not heard yet).
+async function analyse(picked) {
+  const body = new FormData();
+  body.append("file", picked, picked.name);
+  const headers = KEY ? { "X-API-Key": KEY } : {};
+  const answer = await fetch("/v1/foley?format=events", { method: "POST", headers, body });
+  if (!answer.ok) throw new Error(`HTTP ${answer.status}`);
+  const document = await answer.json();
+  if (picked !== file) return; // another file was picked meanwhile
+  const gain = answer.headers.get("X-Foley-Gain-dB");
+  state.gain_db = gain === null ? null : Number(gain);
+  const fps = document.video.timecode_fps;
+  state.fps = fps;
+  for (const contact of document.contacts) {
+    timeline.mark(contact, fps);
+  }
+  if (!state.playing) status(`${picked.name}: ready to play, at the export's level.`);
 }
 
 // The full-quality render through the export queue (docs/exports.md): upload, poll, download.

@@ -44,24 +44,34 @@ export class Timeline {
     this.element = element; this.cursorElement = cursor; this.onPick = onPick;
     this.duration = 10; this.seen = new Set();
   }
-  reset(duration) {
-    this.duration = duration || 10;
+  reset() {
     this.seen.clear();
     for (const mark of [...this.element.querySelectorAll(".onset")]) mark.remove();
   }
+  setDuration(duration) {
+    this.duration = duration || 10;
+    for (const mark of this.element.querySelectorAll(".onset")) this.place(mark);
+  }
+  place(mark) {
+    mark.style.left = `${Math.min(100, (100 * Number(mark.dataset.time)) / this.duration)}%`;
+  }
   mark(onset, fps) {
-    const key = onset.time_s.toFixed(3); // a contact heard again after a seek is one marker
+    // A contact heard again (after a seek, or first listed by the offline analysis) is one
+    // marker; contacts closer than 30 ms are one sound anyway.
+    const key = onset.time_s.toFixed(2);
     if (this.seen.has(key)) return;
     this.seen.add(key);
     const mark = document.createElement("button");
     mark.className = "onset";
-    mark.style.left = `${Math.min(100, (100 * onset.time_s) / this.duration)}%`;
+    mark.dataset.time = String(onset.time_s);
+    this.place(mark);
     const what = [onset.material, onset.kind].filter(Boolean).join(" ");
     mark.title = `${timecode(onset.time_s, fps)} ${what}`;
     mark.setAttribute("aria-label", mark.title);
     mark.addEventListener("click", () => this.onPick(onset.time_s));
     this.element.appendChild(mark);
   }
+  get count() { return this.seen.size; }
   cursor(timeS) {
     this.cursorElement.style.left = `${Math.max(0, Math.min(100, (100 * timeS) / this.duration))}%`;
   }
