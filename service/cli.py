@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
 from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
+from service.pipeline.tiers import check_tier
 from service.pipeline.types import (
     DEFAULT_TARGET_LUFS,
     MAX_LUFS,
@@ -170,8 +171,8 @@ def _generate(args: argparse.Namespace) -> int:
         args.inputs, output=args.output, fmt=args.format, events=args.events, force=args.force
     )
     settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
-    if args.tier is not None and not (settings.models_dir / args.tier).is_dir():
-        raise InvalidInput(f"no tier {args.tier!r} in {settings.models_dir}", code="unknown_tier")
+    if args.tier is not None:
+        check_tier(settings, args.tier)
     durations = [probe_input(job.input, settings) for job in jobs]
     engine = load_engine(settings)
     failed: list[Exception] = []

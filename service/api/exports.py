@@ -24,10 +24,10 @@ from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyPara
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload
 from service.errors import InvalidInput
-from service.jobs.engines import check_tier
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.markers import MarkersDocument, render_markers
+from service.pipeline.tiers import check_tier
 from service.pipeline.types import OutputFormat
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])

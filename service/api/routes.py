@@ -45,8 +45,8 @@ from service.api.state import Engine, ServiceState, get_state
 from service.api.uploads import FILE_FIELD, Upload, receive_upload
 from service.cache import Cache, results
 from service.errors import InvalidInput
-from service.jobs.engines import check_tier
 from service.markers import markers_document, render_markers
+from service.pipeline.tiers import check_tier
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)

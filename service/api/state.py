@@ -25,10 +25,10 @@ from service.api.errors import EngineUnavailable
 from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import Busy, NotReady
-from service.jobs.engines import check_tier
 from service.jobs.manager import JobManager
 from service.pipeline.backends.base import Backend
 from service.pipeline.contract import TierConfig
+from service.pipeline.tiers import check_tier
 from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
 from service.preview.worker import PreviewWorker
 

@@ -6,17 +6,7 @@ import threading
 
 from service.cache.base import Cache
 from service.config import Settings
-from service.errors import InvalidInput
-
-
-def tier_exists(settings: Settings, tier: str) -> bool:
-    return tier.isidentifier() and (settings.models_dir / tier / "config.json").is_file()
-
-
-def check_tier(settings: Settings, tier: str) -> None:
-    """Refuse a job for a tier this deployment does not ship, before it is queued."""
-    if not tier_exists(settings, tier):
-        raise InvalidInput(f"no model tier named {tier!r} is installed", code="unknown_tier")
+from service.pipeline.tiers import check_tier
 
 
 class EngineRegistry:

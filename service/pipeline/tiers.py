@@ -1,0 +1,24 @@
+"""Which model tiers a deployment has: one folder with a config.json per tier under
+`Settings.models_dir`. The one tier check the CLI, the API and the export queue use."""
+
+from __future__ import annotations
+
+from service.config import Settings
+from service.errors import InvalidInput
+
+
+def installed_tiers(settings: Settings) -> list[str]:
+    return sorted(p.parent.name for p in settings.models_dir.glob("*/config.json"))
+
+
+def tier_exists(settings: Settings, tier: str) -> bool:
+    return tier.isidentifier() and (settings.models_dir / tier / "config.json").is_file()
+
+
+def check_tier(settings: Settings, tier: str) -> None:
+    """Refuse a request for a tier this deployment does not ship, before any work."""
+    if not tier_exists(settings, tier):
+        known = ", ".join(installed_tiers(settings)) or "none"
+        raise InvalidInput(
+            f"no model tier named {tier!r} is installed (tiers: {known})", code="unknown_tier"
+        )
