@@ -19,3 +19,11 @@ def chromium_or_skip() -> str:
             pytest.fail("FOLEY_REQUIRE_BROWSER is set but there is no chromium")
         pytest.skip("needs the chromium package (apt install chromium; .ci/run installs it)")
     return CHROMIUM
+
+
+def watched_page(browser, problems: list[str], **options):
+    """A new page whose console errors and uncaught exceptions land in `problems`."""
+    page = browser.new_page(**options)
+    page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: problems.append(str(e)))
+    return page

@@ -12,11 +12,11 @@ Loudness (integrated, gated) and true peak are ITU-R BS.1770 as FFmpeg's `ebur12
 measures them, run through PyAV; nothing here re-implements the standard. The track is spooled
 to a temporary file while it is rendered and measured, so one gain for the whole render can be
 known before anything is written: the relative levels inside the clip stay as generated. Contact
-sounds have a high peak-to-loudness ratio (20-28 dB for the shipped tiers), so at -23 LUFS their
-loudest attacks would pass the true-peak ceiling: FFmpeg's `alimiter` (look-ahead, delay
-compensated, so sync is kept) takes those attacks down, and leaves every sample below its
-threshold exactly as it was. A last trim gain, measured on the limited track, keeps the true peak
-under the ceiling whatever the limiter's inter-sample overshoot.
+sounds have a high peak-to-loudness ratio, so at -23 LUFS their loudest attacks would pass the
+true-peak ceiling: FFmpeg's `alimiter` (look-ahead, delay compensated, so sync is kept) takes
+those attacks down, and leaves every sample below its threshold exactly as it was. A last trim
+gain, measured on the limited track, keeps the true peak under the ceiling whatever the
+limiter's inter-sample overshoot.
 
 A track with no 400 ms block above the standard's -70 LUFS gate (silence, or a clip under 0.4 s)
 has no loudness to match: it keeps its level (gain 0), and only the ceiling applies.
@@ -26,8 +26,9 @@ gain (`live_gain_db` in its config: the median gain offline renders of typical c
 `python -m engines.eval.loudness`) and the same limiter, chunk by chunk. Its look-ahead holds the
 last LIMITER_ATTACK_MS of each chunk back until the next one (sample i out is still sample i in).
 
-Memory: one chunk at a time; the spool is on disk (4 bytes a sample, 0.7 MB a minute at 48 kHz)
-and removed on close. Not thread-safe: one per render.
+Memory: one chunk at a time. The spool is on disk (4 bytes a sample: 11.5 MB a minute at 48 kHz,
+twice that while the limited copy is written) and removed on close. Not thread-safe: one per
+render.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from playwright.sync_api import Route, sync_playwright
 from service.api import create_app
 from service.config import Settings
 from tests.api.conftest import RecordingEngine
-from tests.browser import CHROMIUM_ARGS, chromium_or_skip
+from tests.browser import CHROMIUM_ARGS, chromium_or_skip, watched_page
 from tests.conftest import uvicorn_server
 
 
@@ -28,10 +28,8 @@ def test_the_api_docs_work_with_no_way_out(settings: Settings) -> None:
                 route.abort()
 
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page()
+        page = watched_page(browser, problems)
         page.route("**/*", only_the_service)
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
         page.goto(f"{base}/docs")
         page.wait_for_selector(".opblock", timeout=20_000)
         operations = page.locator(".opblock-summary-path").all_text_contents()

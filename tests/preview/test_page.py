@@ -10,7 +10,7 @@ import av
 import pytest
 from playwright.sync_api import sync_playwright
 
-from tests.browser import CHROMIUM_ARGS, chromium_or_skip
+from tests.browser import CHROMIUM_ARGS, chromium_or_skip, watched_page
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 
@@ -36,9 +36,7 @@ def test_the_page_plays_a_clip_with_live_foley(live_service: str, tmp_path: Path
     problems: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
+        page = watched_page(browser, problems)
         page.on(
             "response",
             lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None,
@@ -66,9 +64,7 @@ def test_the_page_pauses_seeks_mixes_and_exports(live_service: str, tmp_path: Pa
     problems: list[str] = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
-        page = browser.new_page(accept_downloads=True)
-        page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: problems.append(str(e)))
+        page = watched_page(browser, problems, accept_downloads=True)
         page.goto(f"{live_service}/preview#api_key=k1")
         assert page.is_visible("#empty"), "the empty state says what to do"
         page.set_input_files("#file", str(clip))
