@@ -278,15 +278,20 @@ class FrameRateSynth:
         return tuple(ContactMarker(t) for t in self.synth.event_times_s)
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
-        with self.synth.runner.timer("preprocess"):
-            frames = self.resampler.push(pts_s, rgb)
-        return iter(()) if frames is None else self.synth.push(frames)
+        """In bounded pieces (a source that holds one frame for minutes is minutes of model
+        frames, made and voiced a piece at a time), lazily; `t0` is known on return."""
+        if len(pts_s) and self.resampler.t0 is None:
+            self.resampler.t0 = float(pts_s[0])
+        return self._voiced(pts_s, rgb)
+
+    def _voiced(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
+        for frames in self.resampler.chunks(pts_s, rgb):
+            yield from self.synth.push(frames)
 
     def finish(self, duration_s: float) -> Iterator[np.ndarray]:
         num_frames = self.tier.num_frames(duration_s)
-        rest = self.resampler.finish(num_frames)
-        if rest is not None:
-            yield from self.synth.push(rest)
+        for frames in self.resampler.finish_chunks(num_frames):
+            yield from self.synth.push(frames)
         yield from self.synth.finish(num_frames, self.tier.num_samples(duration_s))
 
 

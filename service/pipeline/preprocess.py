@@ -12,6 +12,7 @@ no delay) and `finish` emits the rest.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,6 +21,7 @@ import numpy as np
 # hair later. Anything within 0.1 ms counts as on time.
 _EPS_S = 1e-4
 MAX_AGE = 4.0
+MAX_CHUNK_FRAMES = 64  # model frames per piece of `FrameResampler.chunks`
 
 
 @dataclass(frozen=True)
@@ -40,11 +42,16 @@ def to_model_input(rgb: np.ndarray) -> np.ndarray:
 
 
 class FrameResampler:
+    """`push` / `finish` give the model frames now determined as one ModelFrames; `chunks` /
+    `finish_chunks` give them in pieces of at most MAX_CHUNK_FRAMES, lazily, so a long gap
+    between two source frames (a still frame held for minutes) is never held in memory at
+    once. Times are compared relative to t0: an absolute pts of 1e12 s still resolves frames."""
+
     def __init__(self, fps: int) -> None:
         self.fps = fps
         self.t0: float | None = None
         self.next_index = 0
-        self._last_pts: float | None = None
+        self._last_pts: float | None = None  # relative to t0
         self._last_rgb: np.ndarray | None = None
 
     def time_of(self, index: int) -> float:
@@ -53,44 +60,71 @@ class FrameResampler:
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> ModelFrames | None:
         """Feed source frames (increasing pts); returns the model frames now determined."""
-        if len(pts_s) == 0:
-            return None
-        if self.t0 is None:
-            self.t0 = float(pts_s[0])
-        out_rgb: list[np.ndarray] = []
-        out_age: list[float] = []
-        start = self.next_index
-        for pts, frame in zip(pts_s.tolist(), rgb, strict=True):
-            # Every model time before this frame's pts is shown by the previous frame.
-            while self._last_rgb is not None and self.time_of(self.next_index) < pts - _EPS_S:
-                self._emit(out_rgb, out_age)
-            self._last_pts, self._last_rgb = pts, frame
-            # A model time this frame falls on is shown by it, whatever comes next: no wait.
-            while self.time_of(self.next_index) <= pts + _EPS_S:
-                self._emit(out_rgb, out_age)
-        return self._pack(start, out_rgb, out_age)
+        return _joined(list(self.chunks(pts_s, rgb)))
 
     def finish(self, num_frames: int) -> ModelFrames | None:
         """Emit the remaining frames up to `num_frames` in total (the clip's duration)."""
-        start = self.next_index
-        out_rgb: list[np.ndarray] = []
-        out_age: list[float] = []
+        return _joined(list(self.finish_chunks(num_frames)))
+
+    def chunks(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[ModelFrames]:
+        if len(pts_s) == 0:
+            return
+        if self.t0 is None:
+            self.t0 = float(pts_s[0])
+        out = _Out(self.next_index)
+        for pts, frame in zip(pts_s.tolist(), rgb, strict=True):
+            at = pts - self.t0
+            # Every model time before this frame's pts is shown by the previous frame.
+            while self._last_rgb is not None and self.next_index / self.fps < at - _EPS_S:
+                yield from self._emit(out)
+            self._last_pts, self._last_rgb = at, frame
+            # A model time this frame falls on is shown by it, whatever comes next: no wait.
+            while self.next_index / self.fps <= at + _EPS_S:
+                yield from self._emit(out)
+        yield from out.flush()
+
+    def finish_chunks(self, num_frames: int) -> Iterator[ModelFrames]:
+        out = _Out(self.next_index)
         while self._last_rgb is not None and self.next_index < num_frames:
-            self._emit(out_rgb, out_age)
-        return self._pack(start, out_rgb, out_age)
+            yield from self._emit(out)
+        yield from out.flush()
 
-    def _emit(self, out_rgb: list[np.ndarray], out_age: list[float]) -> None:
+    def _emit(self, out: _Out) -> Iterator[ModelFrames]:
         assert self._last_pts is not None and self._last_rgb is not None
-        age = (self.time_of(self.next_index) - self._last_pts) * self.fps
-        out_rgb.append(self._last_rgb)
-        out_age.append(min(max(age, 0.0), MAX_AGE))
+        age = (self.next_index / self.fps - self._last_pts) * self.fps
+        out.add(self._last_rgb, min(max(age, 0.0), MAX_AGE))
         self.next_index += 1
+        if len(out.age) >= MAX_CHUNK_FRAMES:
+            yield from out.flush()
 
-    @staticmethod
-    def _pack(start: int, rgb: list[np.ndarray], age: list[float]) -> ModelFrames | None:
-        if not rgb:
-            return None
-        return ModelFrames(start, np.stack(rgb), np.asarray(age, dtype=np.float32))
+
+class _Out:
+    """Model frames being gathered, from index `start`."""
+
+    def __init__(self, start: int) -> None:
+        self.start, self.rgb, self.age = start, [], []
+
+    def add(self, rgb: np.ndarray, age: float) -> None:
+        self.rgb.append(rgb)
+        self.age.append(age)
+
+    def flush(self) -> Iterator[ModelFrames]:
+        if self.rgb:
+            yield ModelFrames(self.start, np.stack(self.rgb), np.asarray(self.age, np.float32))
+            self.start += len(self.rgb)
+            self.rgb, self.age = [], []
+
+
+def _joined(parts: list[ModelFrames]) -> ModelFrames | None:
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return ModelFrames(
+        parts[0].start,
+        np.concatenate([p.rgb for p in parts]),
+        np.concatenate([p.age for p in parts]),
+    )
 
 
 def resample_clip(pts_s: np.ndarray, rgb: np.ndarray, *, fps: int, num_frames: int) -> ModelFrames:

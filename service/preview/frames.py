@@ -31,6 +31,10 @@ class FrameDecoder:
             rgb = np.frombuffer(payload, np.uint8).reshape(h, w, 3)
             frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
         else:
+            declared = jpeg_size(payload)
+            if declared != (w, h):
+                size = "no" if declared is None else f"a {declared[0]}x{declared[1]}"
+                raise ValueError(f"{size} JPEG frame header, the session is {w}x{h}")
             try:
                 frames = self._jpeg.decode(av.Packet(bytes(payload)))
             except av.FFmpegError as exc:
@@ -41,3 +45,35 @@ class FrameDecoder:
             if (frame.width, frame.height) != (w, h):
                 raise ValueError(f"a {frame.width}x{frame.height} JPEG, the session is {w}x{h}")
         return self._scaler(frame)
+
+
+# Start-of-frame markers: baseline, extended, progressive, lossless, hierarchical and arithmetic
+# variants (0xC4 DHT, 0xC8 JPG and 0xCC DAC are not frames).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def jpeg_size(data: memoryview | bytes) -> tuple[int, int] | None:
+    """(width, height) a JPEG's frame header declares, read without decoding anything (a small
+    file can declare 16000x16000, which the decoder would allocate); None without one."""
+    data = memoryview(data)
+    if bytes(data[:2]) != b"\xff\xd8":
+        return None
+    i = 2
+    while i + 4 <= len(data):
+        if data[i] != 0xFF:
+            return None
+        marker = data[i + 1]
+        if marker == 0xFF:  # fill byte
+            i += 1
+            continue
+        length = int.from_bytes(data[i + 2 : i + 4], "big")
+        if marker in _SOF:
+            if i + 9 > len(data):
+                return None
+            height = int.from_bytes(data[i + 5 : i + 7], "big")
+            width = int.from_bytes(data[i + 7 : i + 9], "big")
+            return width, height
+        if marker == 0xDA or length < 2:  # scan data before any frame header, or corrupt
+            return None
+        i += 2 + length
+    return None

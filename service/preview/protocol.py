@@ -26,6 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from service.pipeline.types import MarkerKind
 
 PROTOCOL_VERSION = 1
+# Beyond this a float64 second no longer resolves a sample, and no clip is that long.
+MAX_TIMESTAMP_S = 1e9
+# A live stream's frames follow a playing video: a larger jump is a seek, which a client makes
+# with a new session (a gap would otherwise be synthesised, and held, all at once).
+MAX_FRAME_GAP_S = 5.0
 
 # Binary message kinds (first byte).
 FRAME = 1
@@ -166,8 +171,11 @@ def parse_frame(data: bytes) -> FrameMessage:
         raise ProtocolError(f"unknown binary message kind {kind}")
     if version != PROTOCOL_VERSION:
         raise ProtocolError(f"frame header version {version}, expected {PROTOCOL_VERSION}")
-    if not np.isfinite(pts_s):
-        raise ProtocolError("the frame timestamp is not a finite number", code="bad_timestamp")
+    if not np.isfinite(pts_s) or abs(pts_s) > MAX_TIMESTAMP_S:
+        raise ProtocolError(
+            f"the frame timestamp must be a number of seconds within ±{MAX_TIMESTAMP_S:g}",
+            code="bad_timestamp",
+        )
     return FrameMessage(index, pts_s, memoryview(data)[FRAME_HEADER.size :])
 
 

@@ -154,7 +154,7 @@ class ContactRunner:
         """The audio `run` makes and the onsets inside it: an event is decided before its
         samples are final, so its onset goes out with the chunk that holds its first sample."""
         start = synth.renderer.taken
-        audio = run()
+        audio = list(run())  # a live stream's gaps are bounded (protocol.MAX_FRAME_GAP_S)
         end = synth.renderer.taken
         rate, names = self.tier.sample_rate, self.tier.materials
         onsets = [

@@ -31,7 +31,7 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
 from service.preview.frames import FrameDecoder
-from service.preview.protocol import FrameMessage, SessionConfig
+from service.preview.protocol import MAX_FRAME_GAP_S, FrameMessage, SessionConfig
 from service.preview.runners import LiveChunk, LiveOnset, create_runner
 
 log = logging.getLogger(__name__)
@@ -239,6 +239,14 @@ class PreviewWorker:
             if session.last_pts is not None and frame.pts_s <= session.last_pts:
                 self._fail(
                     session, "bad_timestamp", f"frame {frame.index}: timestamps must increase"
+                )
+                return None
+            if session.last_pts is not None and frame.pts_s - session.last_pts > MAX_FRAME_GAP_S:
+                self._fail(
+                    session,
+                    "frame_gap",
+                    f"frame {frame.index} comes {frame.pts_s - session.last_pts:.1f} s after the "
+                    f"last (at most {MAX_FRAME_GAP_S:g} s): a seek starts a new session",
                 )
                 return None
             try:

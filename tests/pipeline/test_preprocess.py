@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from service.pipeline.preprocess import FrameResampler, resample_clip
+from service.pipeline.preprocess import MAX_CHUNK_FRAMES, FrameResampler, resample_clip
 
 
 def _frames(pts: np.ndarray) -> np.ndarray:
@@ -27,12 +27,13 @@ def test_each_model_frame_shows_the_latest_source_frame(fps: Fraction, start: fl
     pts = start + np.array([float(Fraction(i) / fps) for i in range(n)])
     out = resample_clip(pts, _frames(pts), fps=30, num_frames=90)
     assert len(out) == 90
-    for k in range(90):
-        t = start + k / 30
-        expected = int(np.searchsorted(pts, t + 1e-4, side="right")) - 1
+    since = pts - pts[0]  # times count from the first frame (29.97 fps puts some exactly 0.1 ms
+    for k in range(90):  # after a model time: the same arithmetic decides the same way)
+        t = k / 30
+        expected = int(np.searchsorted(since, t + 1e-4, side="right")) - 1
         assert out.rgb[k, 0, 0, 0] == expected
         # A frame a hair after t (rounding of 1001/30000) counts as on time: age 0, not negative.
-        assert out.age[k] == pytest.approx(max(0.0, (t - pts[expected]) * 30), abs=1e-6)
+        assert out.age[k] == pytest.approx(max(0.0, (t - since[expected]) * 30), abs=1e-6)
     assert (out.age >= 0).all()
 
 
@@ -69,3 +70,20 @@ def test_a_frame_is_final_once_a_frame_at_or_after_its_time_arrives() -> None:
     assert between.start == 1 and between.age[0] == pytest.approx(1.0)
     later = resampler.push(np.array([0.1]), _frames(np.zeros(1)))
     assert later is not None and later.start == 2 and len(later) == 2  # t = 0.067 and 0.1
+
+
+def test_a_far_timestamp_still_resolves_frames() -> None:
+    # Absolute times this large have no room for a frame's 33 ms in float64: the resampler
+    # counts from the first frame.
+    pts = 1e12 + np.array([0.0, 0.5, 1.0])
+    out = resample_clip(pts, _frames(pts), fps=30, num_frames=40)
+    assert len(out) == 40
+    assert list(out.rgb[[0, 14, 15, 29, 30, 39], 0, 0, 0]) == [0, 0, 1, 1, 2, 2]
+
+
+def test_a_long_gap_comes_out_in_bounded_pieces() -> None:
+    resampler = FrameResampler(30)
+    pieces = resampler.chunks(np.array([0.0, 600.0]), _frames(np.zeros(2)))
+    sizes = [len(piece) for piece in pieces]
+    assert sum(sizes) == 600 * 30 + 1
+    assert max(sizes) <= MAX_CHUNK_FRAMES

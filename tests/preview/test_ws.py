@@ -295,6 +295,34 @@ def test_origin_and_api_key_are_checked(real_engine) -> None:
                 assert json.loads(ws.receive_text())["type"] == "ready"
 
 
+@pytest.mark.parametrize(
+    ("times", "code"),
+    [
+        ([1e300], "bad_timestamp"),  # t0 + k/30 == t0 in float64: a resampler would spin
+        ([1e16], "bad_timestamp"),
+        ([0.0, 900.0], "frame_gap"),  # 15 minutes of track at once
+    ],
+)
+def test_timestamps_that_would_stall_the_worker_are_refused(
+    client, times: list[float], code: str
+) -> None:
+    black = b"\x00" * 96 * 96 * 3
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        for i, t in enumerate(times):
+            ws.send_bytes(p.pack_frame(i, t, black))
+        while (message := ws.receive()).get("bytes") is not None:
+            pass
+        assert json.loads(message["text"])["code"] == code
+    # The worker is free: the next session streams at once.
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        got = _stream(ws, [(k / 30, black) for k in range(10)])
+    assert len(got.samples) > 0
+
+
 def test_a_frame_over_the_size_limit_is_refused(real_engine) -> None:
     with _client(real_engine, preview_max_frame_pixels=96 * 96) as c:
         wait_ready(c, timeout=60)

@@ -152,11 +152,12 @@ class ContactSynth:
             for e in sorted((f.event for f in self.fired), key=lambda e: e.time_s)
         )
 
-    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> list[np.ndarray]:
-        """Runs at once (not lazily): the audio that became final."""
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
+        """The frames are taken at once (not lazily); the audio that became final comes out in
+        pieces of at most a second as the result is iterated."""
         frames = self.prepare(pts_s, rgb)
         if frames is None:
-            return []
+            return iter(())
         with self.timer("localiser"):
             found = self.backend.run("localiser", frames.inputs)
         return self.follow(frames, found)
@@ -181,8 +182,9 @@ class ContactSynth:
             self.previous = x[-1]
         return Frames(times, cut, {"frames": x, "previous": previous})
 
-    def follow(self, frames: Frames, found: dict[str, np.ndarray]) -> list[np.ndarray]:
-        """The second half of `push`: the localiser's objects into tracks, events, audio."""
+    def follow(self, frames: Frames, found: dict[str, np.ndarray]) -> Iterator[np.ndarray]:
+        """The second half of `push`: the localiser's objects into tracks and events at once,
+        then the audio, lazily."""
         with self.timer("contacts"):
             for k, t in enumerate(frames.times):
                 if frames.cut[k]:
@@ -196,7 +198,7 @@ class ContactSynth:
                 self.times = [*self.times[-2 - self.config.lookahead :], float(t)]
                 self.frames += 1
                 self._decide(self.tracker.tracks)
-        return list(self._emit(self._final_s()))
+        return self._emit(self._final_s())
 
     def finish(self, duration_s: float) -> Iterator[np.ndarray]:
         """Decide what the lookahead held back and yield the rest of the track, which ends at
@@ -296,7 +298,12 @@ class ContactSynth:
         return max(0.0, 2 * t[-2 - la] - t[-1 - la])
 
     def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
-        with self.timer("render"):
-            n = round(until_s * self.tier.sample_rate) - self.renderer.taken
-            if n > 0 or (last and n >= 0):
-                yield self.renderer.take(max(n, 0))
+        """The audio up to `until_s`, a second at most at a time: a long gap between two
+        frames is that much audio, never held at once."""
+        end = round(until_s * self.tier.sample_rate)
+        if last and end == self.renderer.taken:
+            yield np.zeros(0, np.float32)
+        while self.renderer.taken < end:
+            with self.timer("render"):
+                chunk = self.renderer.take(min(end - self.renderer.taken, self.tier.sample_rate))
+            yield chunk
