@@ -15,6 +15,8 @@ from service.api.docs import DOCS_STATIC
 from service.api.docs import router as docs_router
 from service.api.errors import install_error_handlers
 from service.api.exports import router as exports_router
+from service.api.metrics import Metrics
+from service.api.metrics import install as install_metrics
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
@@ -47,15 +49,17 @@ def create_app(
     the app's cache (one store, one budget). `cache` replaces the one the settings ask for; it
     is then the caller's to close."""
     settings = settings or get_settings()
+    metrics = Metrics()
     app = FastAPI(
         title="foley",
         summary="Video in, Foley audio out.",
         version="0.1.0",
-        lifespan=_lifespan(settings, engine_loader, job_manager, cache),
+        lifespan=_lifespan(settings, engine_loader, job_manager, cache, metrics),
         docs_url=None,  # served below from the service's own assets, not a CDN
         redoc_url=None,
     )
     install_error_handlers(app)
+    install_metrics(app, metrics)
     app.include_router(router)
     app.include_router(preview_router)
     app.include_router(exports_router)
@@ -70,6 +74,7 @@ def _lifespan(
     engine_loader: EngineLoader | None,
     job_manager: JobManagerFactory,
     cache: Cache | None,
+    metrics: Metrics,
 ):
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -79,6 +84,7 @@ def _lifespan(
             settings,
             anyio.CapacityLimiter(settings.max_concurrent_renders),
             cache if cache is not None else create_cache(settings),
+            metrics=metrics,
         )
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)

@@ -61,8 +61,15 @@ def error_response(
     return JSONResponse(error_content(code, reason), status_code=status, headers=headers)
 
 
+def _count(request: Request, code: str) -> None:
+    state = getattr(request.app.state, "foley", None)
+    if state is not None:
+        state.metrics.errors.labels(code).inc()
+
+
 async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, FoleyError)
+    _count(request, exc.code)
     if exc.http_status == 500:  # 503s (loading, busy) are expected states, not news
         logger.warning("%s %s -> %s", request.method, request.url.path, exc)
     return error_response(exc.http_status, exc.code, exc.reason, getattr(exc, "headers", None))
@@ -70,12 +77,14 @@ async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
 
 async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
+    _count(request, "invalid_parameter")
     return error_response(422, "invalid_parameter", validation_reason(exc.errors()))
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
+    _count(request, code)
     return error_response(exc.status_code, code, str(exc.detail), exc.headers)
 
 
@@ -84,6 +93,7 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # traceback; this line ties it to the request. The reason stays generic: internals are not
     # the client's business.
     logger.error("%s %s -> unhandled %s", request.method, request.url.path, type(exc).__name__)
+    _count(request, "internal_error")
     return error_response(500, "internal_error", "internal error; see the server log")
 
 

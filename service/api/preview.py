@@ -26,6 +26,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from service.api.auth import valid_key
 from service.api.errors import validation_reason
+from service.api.metrics import LATE_S, Metrics
 from service.api.state import ServiceState
 from service.errors import FoleyError
 from service.markers import timecode, timecode_rate
@@ -58,8 +59,10 @@ async def preview_page() -> FileResponse:
 @router.websocket("/v1/preview")
 async def preview(ws: WebSocket) -> None:
     state: ServiceState = ws.app.state.foley
+    metrics = state.metrics
     refusal = _refusal(ws, state)
     if refusal is not None:
+        metrics.preview_sessions.labels("refused_at_handshake").inc()
         await ws.close(p.CLOSE_POLICY, refusal)  # before accept: the handshake gets HTTP 403
         return
     await ws.accept()
@@ -85,14 +88,19 @@ async def preview(ws: WebSocket) -> None:
         except Full as exc:
             raise _Close("busy", str(exc), p.CLOSE_BUSY) from None
         await ws.send_text(_ready(state, worker, session).model_dump_json())
+        metrics.preview_sessions.labels("opened").inc()
+        metrics.preview_open.inc()
         await _serve(ws, state, worker, session, outbox, overflow)
     except _Close as close:
+        if session is None:
+            metrics.preview_sessions.labels(close.code).inc()
         await _close(ws, close)
     except WebSocketDisconnect:
         pass
     finally:
         if worker is not None and session is not None:
             worker.close(session)
+            metrics.preview_open.dec()
 
 
 def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
@@ -212,7 +220,7 @@ async def _serve(
 
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(guarded, lambda: _receive(ws, state, worker, session))
-        tasks.start_soon(guarded, lambda: _send(ws, session, outbox))
+        tasks.start_soon(guarded, lambda: _send(ws, session, outbox, state.metrics))
         tasks.start_soon(guarded, watchdog)
     if outcome:
         raise outcome[0]
@@ -254,7 +262,9 @@ async def _receive(
         raise _Close("bad_message", "the config was already given", p.CLOSE_POLICY)
 
 
-async def _send(ws: WebSocket, session: Session, outbox: asyncio.Queue[Output]) -> None:
+async def _send(
+    ws: WebSocket, session: Session, outbox: asyncio.Queue[Output], metrics: Metrics
+) -> None:
     rate = session.config.sample_rate
     stats = _Stats()
     while True:
@@ -278,7 +288,11 @@ async def _send(ws: WebSocket, session: Session, outbox: asyncio.Queue[Output]) 
         for onset in item.onsets:
             await ws.send_text(_onset(session.config, t0, rate, onset).model_dump_json())
         if item.batch:
-            stats.add(item, time.perf_counter())
+            sent = time.perf_counter()
+            stats.add(item, sent)
+            metrics.preview_chunks.inc()
+            if sent - item.received_at > LATE_S:
+                metrics.preview_late.inc()
         if stats.due():
             await ws.send_text(stats.message().model_dump_json())
 

@@ -118,6 +118,12 @@ async def readyz(state: State) -> Ready:
     return ready.model_copy(update={"status": "degraded", **down}) if down else ready
 
 
+@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+async def metrics(state: State) -> Response:
+    """Prometheus metrics of this process (service.api.metrics). Open like the probes."""
+    return state.metrics.exposition()
+
+
 @router.get("/v1/tiers")
 async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
@@ -180,10 +186,12 @@ async def foley(
         model = f"{engine.tier.version}+{engine.tier.digest}"
         key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)
         cached = await _lookup(state.cache, key)
+        state.metrics.cache_lookups.labels("miss" if cached is None else "hit").inc()
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
             return _cached_response(cached, upload, workdir, timings, started)
         result, queued, rendered = await _render(state, engine, upload.path, workdir, options)
+        state.metrics.rendered(result)
         answer = (result.format, result.output)
         if markers is not None:
             answer = (markers, _markers_file(result, upload, workdir, markers))

@@ -22,6 +22,7 @@ import anyio
 from fastapi import Request
 
 from service.api.errors import EngineUnavailable
+from service.api.metrics import Metrics
 from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import Busy, NotReady
@@ -63,6 +64,7 @@ class ServiceState:
     preview: PreviewWorker | None = None  # started with the first live session
     jobs: JobManager | None = None  # export jobs: set once at startup
     loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
+    metrics: Metrics = field(default_factory=Metrics)
     _others: dict[str, Engine] = field(default_factory=dict)
     _others_lock: threading.Lock = field(default_factory=threading.Lock)
 

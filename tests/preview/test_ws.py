@@ -383,3 +383,22 @@ def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) 
     assert [e["strength"] for e in got.of("onset")] == pytest.approx(
         [c.strength for c in offline_markers]
     )
+
+
+def test_sessions_and_their_chunks_are_counted(client) -> None:
+    black = b"\x00" * 96 * 96 * 3
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        _stream(ws, [(k / 30, black) for k in range(10)])
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(width=0))
+        assert _error(ws)["code"] == "invalid_config"
+    text = client.get("/metrics").text
+    assert 'foley_preview_sessions_total{outcome="opened"} 1.0' in text
+    assert 'foley_preview_sessions_total{outcome="invalid_config"} 1.0' in text
+    assert "foley_preview_sessions_open 0.0" in text
+    chunks = next(
+        line for line in text.splitlines() if line.startswith("foley_preview_chunks_total")
+    )
+    assert float(chunks.split()[-1]) >= 8

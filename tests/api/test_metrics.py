@@ -1,0 +1,60 @@
+"""`GET /metrics`: Prometheus' text format, counting what the service did, labelled by route
+template and code, never by raw path."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+
+from service.api import create_app
+from service.cache.memory import MemoryCache
+from service.config import Settings
+from tests.api.conftest import RecordingEngine, upload, wait_ready
+
+
+def samples(client: TestClient) -> dict[tuple[str, frozenset], float]:
+    response = client.get("/metrics")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+
+
+def value(found: dict, name: str, **labels: str) -> float:
+    return found.get((name, frozenset(labels.items())), 0.0)
+
+
+@pytest.fixture
+def client(settings: Settings, engine: RecordingEngine) -> Iterator[TestClient]:
+    app = create_app(settings, engine_loader=lambda _: engine, cache=MemoryCache(1024**2))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        wait_ready(client)
+        yield client
+
+
+def test_requests_renders_errors_and_the_cache_are_counted(client: TestClient) -> None:
+    assert client.post("/v1/foley", files=upload()).status_code == 200
+    assert client.post("/v1/foley", files=upload()).headers["x-foley-cache"] == "hit"
+    assert client.post("/v1/foley", params={"format": "mp3"}, files=upload()).status_code == 422
+    assert client.get("/v1/exports/no-such-job").status_code == 404
+    found = samples(client)
+    route = {"route": "/v1/foley", "method": "POST"}
+    assert value(found, "foley_http_requests_total", status="200", **route) == 2
+    assert value(found, "foley_http_requests_total", status="422", **route) == 1
+    # The template, not the path a client sent.
+    jobs = {"route": "/v1/exports/{job_id}", "method": "GET", "status": "404"}
+    assert value(found, "foley_http_requests_total", **jobs) == 1
+    assert value(found, "foley_http_request_duration_seconds_count", **route) == 3
+    assert value(found, "foley_errors_total", code="invalid_parameter") == 1
+    assert value(found, "foley_result_cache_lookups_total", result="miss") == 1
+    assert value(found, "foley_result_cache_lookups_total", result="hit") == 1
+    stage = {"tier": "test-tier", "stage": "encoder"}
+    assert value(found, "foley_render_stage_duration_seconds_count", **stage) == 1
+    assert value(found, "foley_render_stage_duration_seconds_sum", **stage) == 0.0456
+    assert value(found, "foley_render_real_time_factor_count", tier="test-tier") == 1
