@@ -361,11 +361,11 @@ def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from service.api import create_app
-    from service.api.logs import redact_root_handlers
+    from service.api.logs import configure_root
 
     overrides = {"host": args.host, "port": args.port}
     settings = Settings(**{k: v for k, v in overrides.items() if v is not None})
-    redact_root_handlers(settings.api_keys)
+    configure_root(settings.api_keys, settings.log_format)
     uvicorn.Server(uvicorn_config(create_app(settings), settings)).run()
     return EXIT_OK
 
@@ -405,7 +405,7 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         app,
         host=settings.host,
         port=settings.port,
-        log_config=server_log_config(settings.api_keys),
+        log_config=server_log_config(settings.api_keys, settings.log_format),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         # uvicorn's default is 16 MiB: the largest frame a preview session may send is enough.
         ws_max_size=settings.preview_max_frame_pixels * 3 + 64,

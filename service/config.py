@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +27,8 @@ class Settings(BaseSettings):
     # inference threads only contend with it (10 s 720p clip: 0.45 s end to end with 2 threads,
     # 0.39 s with 1, `python -m bench.offline`). 0 = one per core.
     intra_op_threads: int = Field(default=1, ge=0)
+    # Logs: "text" for a terminal, "json" (one object a line) for a log pipeline.
+    log_format: Literal["text", "json"] = "text"
 
     # Input limits: a tiny file can declare a huge frame or a 12-hour duration.
     max_upload_bytes: int = Field(default=2 * 1024**3, gt=0)

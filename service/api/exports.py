@@ -23,6 +23,7 @@ from service.api.routes import UPLOAD_NAME, download_name, merge_params
 from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload
+from service.context import REQUEST_ID
 from service.errors import InvalidInput
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
@@ -66,6 +67,7 @@ class ExportJob(BaseModel):
     duration_s: float | None = Field(description="The video's duration, once rendered")
     result_bytes: int | None
     gain_db: float | None = Field(description="The loudness gain the render applied, in dB")
+    request_id: str | None = Field(description="The X-Request-ID of the request that made it")
     result_url: str | None
     timings: dict[str, float] = Field(description="Seconds per stage")
     error: ErrorBody | None
@@ -137,6 +139,7 @@ async def create_export(
         loudness_lufs=params.loudness_lufs,
         replace_audio=params.replace_audio,
         filename=upload.filename,
+        request_id=REQUEST_ID.get(),
         idempotency_key=idempotency_key,
         upload_sha256=upload.sha256,
     )
@@ -234,6 +237,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         duration_s=record.duration_s,
         result_bytes=record.result_bytes,
         gain_db=record.gain_db,
+        request_id=record.request_id,
         result_url=f"/v1/exports/{record.id}/result" if done else None,
         timings=record.timings,
         error=ErrorBody(code=record.error.code, reason=record.error.reason)

@@ -28,6 +28,7 @@ from service.api.auth import valid_key
 from service.api.errors import validation_reason
 from service.api.metrics import LATE_S, Metrics
 from service.api.state import ServiceState
+from service.context import REQUEST_ID
 from service.errors import FoleyError
 from service.markers import timecode, timecode_rate
 from service.pipeline.contacts.tier import ContactTier
@@ -177,6 +178,7 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
         pixel_format=config.pixel_format,
         max_frame_bytes=_max_frame_bytes(state),
         gain_db=tier.live_gain_db if config.gain_db is None else config.gain_db,
+        request_id=REQUEST_ID.get(),
     )
 
 

@@ -46,6 +46,7 @@ class JobRecord:
     loudness_lufs: float | None = DEFAULT_TARGET_LUFS  # the render's target; None: model level
     replace_audio: bool = False  # muxed outputs: the Foley alone
     filename: str | None = None  # the upload's name, for the download's name
+    request_id: str | None = None  # of the request that made it: its logs carry it too
     idempotency_key: str | None = None
     upload_sha256: str | None = None  # tells a retried request from another with the same key
     state: JobState = "queued"

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import redis
 
 from service.config import Settings
+from service.context import REQUEST_ID
 from service.errors import FoleyError
 from service.jobs.records import ACTIVE, JobError, JobRecord
 from service.jobs.storage import JobStorage
@@ -101,6 +102,14 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
 
 
 def _attempt(ctx: JobContext, record: JobRecord) -> JobRecord | None:
+    token = REQUEST_ID.set(record.request_id or record.id)  # its log lines name its request
+    try:
+        return _attempt_in_context(ctx, record)
+    finally:
+        REQUEST_ID.reset(token)
+
+
+def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
     storage, settings = ctx.storage, ctx.settings
     storage.clear_staging(record.id)
     staging = storage.staging_path(record.id, record.format, secrets.token_hex(4))

@@ -112,6 +112,7 @@ class Ready(_Message):
     pixel_format: str
     max_frame_bytes: int
     gain_db: float = 0.0  # the level the Foley plays at: the config's, or the tier's live gain
+    request_id: str = "-"  # the session's id in the service's logs (X-Request-ID, or made)
 
 
 class Onset(_Message):

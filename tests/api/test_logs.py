@@ -68,3 +68,35 @@ def test_no_api_key_reaches_the_servers_logs(capfd: pytest.CaptureFixture[str]) 
     logs = out + err
     assert "/healthz?api_key=" in logs and "WebSocket /v1/preview" in logs  # the lines are there
     assert KEY not in logs
+
+
+def test_each_request_has_an_id_its_answer_and_log_lines_carry(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    settings = Settings(host="127.0.0.1", port=0, log_format="json")
+    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    config = uvicorn_config(app, settings)
+    config.log_level = logging.INFO
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+            made = http.get("/healthz").headers["x-request-id"]
+            given = http.get("/healthz", headers={"X-Request-ID": "edit-42"})
+            odd = http.get("/healthz", headers={"X-Request-ID": "no spaces allowed"})
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert len(made) == 32 and given.headers["x-request-id"] == "edit-42"
+    assert odd.headers["x-request-id"] not in ("no spaces allowed", made)
+    out, err = capfd.readouterr()
+    lines = [json.loads(line) for line in (out + err).splitlines() if line.startswith("{")]
+    access = [line for line in lines if "/healthz" in line["message"]]
+    assert [line["request_id"] for line in access] == [made, "edit-42", odd.headers["x-request-id"]]
+    assert all({"time", "level", "name", "message"} <= set(line) for line in lines)

@@ -83,9 +83,12 @@ def post(client: TestClient, data: bytes = b"video bytes", name: str = "reel 1.m
 
 
 def test_a_job_is_accepted_runs_and_serves_its_result(api):
-    response = post(api, params={"format": "flac", "sample_rate": "24000"})
+    response = post(
+        api, params={"format": "flac", "sample_rate": "24000"}, headers={"X-Request-ID": "r-1"}
+    )
     assert response.status_code == 202
     job = response.json()
+    assert job["request_id"] == "r-1" == response.headers["x-request-id"]
     assert response.headers["location"] == f"/v1/exports/{job['id']}"
     assert len(job["id"]) >= 22  # 128 random bits
     assert (job["state"], job["tier"], job["format"], job["sample_rate"]) == (

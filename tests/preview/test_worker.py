@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from service.api import preview as transport
+from service.api.metrics import Metrics
 from service.config import Settings
 from service.preview import protocol as p
 from service.preview.worker import AudioOut, EndOut, Full, PreviewWorker
@@ -99,7 +100,7 @@ class _DeafClient:
 def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None:
     settings = Settings(preview_send_queue=4)
     worker = _worker(real_engine, batch_window_s=0.0)
-    state = type("State", (), {"settings": settings})()
+    state = type("State", (), {"settings": settings, "metrics": Metrics()})()
 
     async def run() -> transport._Close:
         outbox: asyncio.Queue = asyncio.Queue(maxsize=settings.preview_send_queue)
