@@ -186,7 +186,7 @@ def _generate(args: argparse.Namespace) -> int:
                 progress(done + share * fraction)
 
             try:
-                line = _render_job(engine, job, args, each)
+                line, warnings = _render_job(engine, job, args, each)
             except FoleyError as exc:
                 failed.append(exc)
                 progress.say(_error_line(exc.code, f"{job.input}: {exc.reason}"), sys.stderr)
@@ -198,14 +198,19 @@ def _generate(args: argparse.Namespace) -> int:
             else:
                 if not args.quiet:
                     progress.say(line, sys.stdout)
+                for warning in warnings:  # the file was damaged: say what was done about it
+                    progress.say(f"foley: warning: {job.input}: {warning}", sys.stderr)
             done += share
     if not failed:
         return EXIT_OK
     return EXIT_INVALID if all(isinstance(e, InvalidInput) for e in failed) else EXIT_INTERNAL
 
 
-def _render_job(engine: Engine, job: Job, args: argparse.Namespace, progress: ProgressFn) -> str:
-    """One input rendered into its output (and its markers); the summary line."""
+def _render_job(
+    engine: Engine, job: Job, args: argparse.Namespace, progress: ProgressFn
+) -> tuple[str, tuple[str, ...]]:
+    """One input rendered into its output (and its markers); the summary line, and what was
+    wrong with the file and worked around."""
     options = RenderOptions(
         format=job.format,
         sample_rate=args.sample_rate,
@@ -221,11 +226,12 @@ def _render_job(engine: Engine, job: Job, args: argparse.Namespace, progress: Pr
     elapsed = perf_counter() - started
     speed = result.duration_s / elapsed if elapsed > 0 else float("inf")
     events = f", {len(result.markers)} contacts -> {job.events}" if job.events else ""
-    return (
+    line = (
         f"{job.output}: {result.duration_s:.2f} s, {result.frames} frames, "
         f"{result.sample_rate} Hz{_level_note(result.levelling)}, rendered in {elapsed:.2f} s "
         f"({speed:.1f}x real time){events}"
     )
+    return line, result.warnings
 
 
 def probe_input(path: Path, settings: Settings) -> float:

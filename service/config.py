@@ -35,6 +35,11 @@ class Settings(BaseSettings):
     max_duration_s: float = Field(default=3 * 3600.0, gt=0)
     max_pixels: int = Field(default=4096 * 2304, gt=0)
     decode_stall_timeout_s: float = Field(default=30.0, gt=0)
+    # A slow or stalled upload holds a connection and a work folder: an upload that sends
+    # nothing for this long, or that averages under upload_min_bytes_per_s once this long has
+    # passed, is answered 408 and its bytes dropped.
+    upload_idle_timeout_s: float = Field(default=30.0, gt=0)
+    upload_min_bytes_per_s: int = Field(default=16 * 1024, ge=0)
 
     # A render already spreads over every core (intra-op threads): two at once only share them.
     max_concurrent_renders: int = Field(default=1, ge=1)

@@ -28,6 +28,12 @@ class UploadTooLarge(LimitExceeded):
     headers: ClassVar[dict[str, str]] = {"Connection": "close"}
 
 
+class UploadTimeout(InvalidInput):
+    code = "upload_timeout"
+    http_status = 408
+    headers: ClassVar[dict[str, str]] = {"Connection": "close"}
+
+
 class UnsupportedContentType(InvalidInput):
     code = "unsupported_content_type"
     http_status = 415

@@ -68,6 +68,7 @@ class ExportJob(BaseModel):
     result_bytes: int | None
     gain_db: float | None = Field(description="The loudness gain the render applied, in dB")
     request_id: str | None = Field(description="The X-Request-ID of the request that made it")
+    warnings: list[str] = Field(description="Damage in the file the render worked around")
     result_url: str | None
     timings: dict[str, float] = Field(description="Seconds per stage")
     error: ErrorBody | None
@@ -123,6 +124,8 @@ async def create_export(
             receiving / UPLOAD_NAME,
             max_bytes=settings.max_upload_bytes,
             fields=frozenset(ExportParams.model_fields),
+            idle_timeout_s=settings.upload_idle_timeout_s,
+            min_bytes_per_s=settings.upload_min_bytes_per_s,
         )
         params = merge_params(query, upload.fields)
         tier = params.tier or settings.export_tier
@@ -238,6 +241,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         result_bytes=record.result_bytes,
         gain_db=record.gain_db,
         request_id=record.request_id,
+        warnings=record.warnings,
         result_url=f"/v1/exports/{record.id}/result" if done else None,
         timings=record.timings,
         error=ErrorBody(code=record.error.code, reason=record.error.reason)

@@ -167,8 +167,13 @@ async def foley(
     state.check_capacity()
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
     try:
+        settings = state.settings
         upload = await receive_upload(
-            request, workdir / UPLOAD_NAME, max_bytes=state.settings.max_upload_bytes
+            request,
+            workdir / UPLOAD_NAME,
+            max_bytes=settings.max_upload_bytes,
+            idle_timeout_s=settings.upload_idle_timeout_s,
+            min_bytes_per_s=settings.upload_min_bytes_per_s,
         )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
@@ -222,6 +227,7 @@ async def foley(
             result.duration_s,
             "miss",
             None if result.levelling is None else result.levelling.gain_db,
+            result.warnings,
         ),
     )
 
@@ -261,7 +267,13 @@ def _cached_response(
     )  # fmt: skip
     name = download_name(upload.filename, cached.format)
     headers = _headers(
-        timings, cached.tier, cached.model_version, cached.duration_s, "hit", cached.gain_db
+        timings,
+        cached.tier,
+        cached.model_version,
+        cached.duration_s,
+        "hit",
+        cached.gain_db,
+        cached.warnings,
     )
     return TempBytesResponse(
         cached.body,
@@ -278,6 +290,7 @@ def _headers(
     duration_s: float,
     cache: str,
     gain_db: float | None,
+    warnings: tuple[str, ...] = (),
 ) -> dict[str, str]:
     headers = {
         "Server-Timing": server_timing(timings),
@@ -288,6 +301,8 @@ def _headers(
     }
     if gain_db is not None:
         headers["X-Foley-Gain-dB"] = f"{gain_db:+.2f}"
+    if warnings:  # the file was damaged: what was done about it
+        headers["X-Foley-Warning"] = "; ".join(warnings)
     return headers
 
 

@@ -16,6 +16,8 @@ as it arrives.
 from __future__ import annotations
 
 import hashlib
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -29,6 +31,7 @@ from service.api.errors import (
     BadMultipart,
     ClientDisconnected,
     UnsupportedContentType,
+    UploadTimeout,
     UploadTooLarge,
 )
 from service.api.schemas import FoleyParams
@@ -57,10 +60,18 @@ def check_declared_length(headers: Headers, max_bytes: int) -> None:
 
 
 async def receive_upload(
-    request: Request, path: Path, *, max_bytes: int, fields: frozenset[str] = PARAM_FIELDS
+    request: Request,
+    path: Path,
+    *,
+    max_bytes: int,
+    fields: frozenset[str] = PARAM_FIELDS,
+    idle_timeout_s: float = 30.0,
+    min_bytes_per_s: int = 0,
 ) -> Upload:
     """Stream the multipart body of `request`; its `file` part goes to `path`, and the text
-    fields named in `fields` (others are refused) come back in `Upload.fields`."""
+    fields named in `fields` (others are refused) come back in `Upload.fields`. A body that
+    sends nothing for `idle_timeout_s`, or averages under `min_bytes_per_s` once that long has
+    passed, is UploadTimeout."""
     check_declared_length(request.headers, max_bytes)
     boundary = _boundary(request.headers.get("content-type"))
     parts = _Parts(known=fields)
@@ -78,7 +89,7 @@ async def receive_upload(
             await anyio.to_thread.run_sync(write, parts.take_file_data())
 
         try:
-            async for chunk in request.stream():
+            async for chunk in _paced(request, idle_timeout_s, min_bytes_per_s):
                 received += len(chunk)
                 if received > max_bytes:
                     raise UploadTooLarge(f"the upload exceeds the limit of {max_bytes} bytes")
@@ -92,6 +103,30 @@ async def receive_upload(
             raise ClientDisconnected("the client went away during the upload") from exc
         await flush()
     return parts.result(path, digest.hexdigest())
+
+
+async def _paced(
+    request: Request, idle_timeout_s: float, min_bytes_per_s: int
+) -> AsyncIterator[bytes]:
+    """The body's chunks, as long as they keep coming at a useful pace."""
+    chunks = request.stream().__aiter__()
+    started, received = time.monotonic(), 0
+    while True:
+        with anyio.move_on_after(idle_timeout_s) as waiting:
+            try:
+                chunk = await chunks.__anext__()
+            except StopAsyncIteration:
+                return
+        if waiting.cancelled_caught:
+            raise UploadTimeout(f"the upload sent nothing for {idle_timeout_s:g} s")
+        received += len(chunk)
+        elapsed = time.monotonic() - started
+        if elapsed > idle_timeout_s and received < min_bytes_per_s * elapsed:
+            raise UploadTimeout(
+                f"the upload averages {received / elapsed:.0f} bytes/s, under the "
+                f"{min_bytes_per_s} the service waits for"
+            )
+        yield chunk
 
 
 def _boundary(content_type: str | None) -> bytes:

@@ -3,7 +3,7 @@
 Key: the SHA-256 of the uploaded file's bytes, the tier's name and model version, and every field
 of `RenderOptions` (so an option added there is part of the key without a change here):
 
-    result:v2:<sha256 hex>:<tier>:<model version>:format=wav,loudness_lufs=-23.0,...
+    result:v3:<sha256 hex>:<tier>:<model version>:format=wav,loudness_lufs=-23.0,...
 
 A result is only returned for the same bytes, through the same model, with the same options; a
 new model version never sees an old one's results. (The pipeline's window memo works below
@@ -30,7 +30,7 @@ from service.cache.base import Cache
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
-LAYOUT = "v2"  # bump when the key or value layout changes: old entries are then never read
+LAYOUT = "v3"  # bump when the key or value layout changes: old entries are then never read
 _HEADER_LEN = 4
 
 
@@ -44,6 +44,7 @@ class CachedResult:
     model_version: str
     body: bytes | memoryview
     gain_db: float | None = None  # the loudness gain applied (None: loudness off)
+    warnings: tuple[str, ...] = ()  # damage in the file the render worked around
 
 
 def result_key(
@@ -73,6 +74,7 @@ def encode(result: RenderResult, body: bytes, fmt: str | None = None) -> bytes:
             "tier": result.tier,
             "model_version": result.model_version,
             "gain_db": None if result.levelling is None else result.levelling.gain_db,
+            "warnings": list(result.warnings),
         }
     ).encode()
     return len(header).to_bytes(_HEADER_LEN, "big") + header + body
@@ -87,8 +89,9 @@ def decode(value: bytes) -> CachedResult:
         raise ValueError(f"a {len(value)}-byte value announces a {size}-byte header")
     try:
         header = json.loads(bytes(view[_HEADER_LEN:end]))
-        return CachedResult(**header, body=view[end:])
-    except (UnicodeDecodeError, json.JSONDecodeError, TypeError) as exc:
+        warnings = tuple(header.pop("warnings", ()))
+        return CachedResult(**header, warnings=warnings, body=view[end:])
+    except (UnicodeDecodeError, json.JSONDecodeError, TypeError, AttributeError) as exc:
         raise ValueError(f"not a cached result: {exc}") from exc
 
 

@@ -61,6 +61,7 @@ class JobRecord:
     duration_s: float | None = None  # of the video, once rendered
     result_bytes: int | None = None
     gain_db: float | None = None  # the loudness gain the render applied
+    warnings: list[str] = field(default_factory=list)  # damage in the file, worked around
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     error: JobError | None = None
 

@@ -142,6 +142,7 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
             duration_s=result.duration_s,
             result_bytes=final.stat().st_size,
             gain_db=None if result.levelling is None else result.levelling.gain_db,
+            warnings=list(result.warnings),
             timings=result.timings,
         )
     except _Stop as stop:

@@ -125,7 +125,8 @@ def _start(job: DecodeJob) -> DecodeStream:
 class DecodeStream:
     """Context manager and iterator of `FrameBatch`; closing it kills the child if still running.
 
-    `info` is set on open; `end_s` (last frame's pts + its duration) and `frames` once the
+    `info` is set on open; `end_s` (last frame's pts + its duration), `frames` and `notes`
+    (damage the decoder worked around: skipped packets, a file that breaks off) once the
     iteration has ended.
     """
 
@@ -141,6 +142,7 @@ class DecodeStream:
         self._closed = False
         self.end_s = math.nan
         self.frames = 0
+        self.notes: tuple[str, ...] = ()  # what was wrong with the file and worked around
 
     def __enter__(self) -> DecodeStream:
         return self
@@ -163,7 +165,8 @@ class DecodeStream:
                 self.frames += len(pts_s)
                 yield FrameBatch(pts_s, rgb)
             elif message[0] == "end":
-                _, self.end_s, self.frames = message
+                _, self.end_s, self.frames, notes = message
+                self.notes = tuple(notes)
                 self._done = True
                 self._process.join(timeout=self._job.limits.stall_timeout_s)
             else:

@@ -74,6 +74,9 @@ class VideoInfo:
     start_s: float  # presentation time of the first frame, as declared
     duration_s: float  # declared (or FFmpeg's bitrate estimate); 0.0 when unknown
     has_audio: bool
+    # The video stream's own header states its duration (MP4, MOV): frames that stop well short
+    # of it mean the file was cut (a container's duration may include a longer audio track).
+    own_duration: bool = False
 
 
 def open_input(path: Path) -> InputContainer:
@@ -133,6 +136,7 @@ def inspect(container: InputContainer, limits: DecodeLimits) -> tuple[VideoStrea
         start_s=_start_s(container, stream),
         duration_s=_declared_span(container, stream),
         has_audio=bool(container.streams.audio),
+        own_duration=stream.duration is not None and bool(stream.time_base),
     )
     if info.duration_s > limits.max_duration_s:
         raise LimitExceeded(

@@ -20,6 +20,7 @@ import os
 import signal
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -31,6 +32,11 @@ from av.video.stream import VideoStream
 from service.errors import FoleyError, LimitExceeded, MediaError
 from service.media.frames import FrameScaler
 from service.media.source import DecodeLimits, VideoInfo, inspect, open_input
+
+# A damaged stretch is skipped; a stream mostly undecodable is corrupt. Judged once this many
+# packets are in, so one bad packet at the start of a short clip does not condemn it.
+MAX_DAMAGED_SHARE = 0.25
+MIN_PACKETS_JUDGED = 8
 
 
 @dataclass(frozen=True)
@@ -57,10 +63,10 @@ def run(conn: Connection, job: DecodeJob) -> None:
             conn.send(("info", info))
             if job.fault is not None:
                 _inject(job.fault)
-            end_s, frames = math.nan, 0
+            end_s, frames, notes = math.nan, 0, []
             if job.decode_frames:
-                end_s, frames = _decode(container, stream, info, job, conn)
-            conn.send(("end", end_s, frames))
+                end_s, frames, notes = _decode(container, stream, info, job, conn)
+            conn.send(("end", end_s, frames, notes))
     except FoleyError as exc:
         _send_quietly(conn, ("error", type(exc).__name__, exc.code, exc.reason))
     except av.FFmpegError as exc:
@@ -81,7 +87,11 @@ def _decode(
     info: VideoInfo,
     job: DecodeJob,
     conn: Connection,
-) -> tuple[float, int]:
+) -> tuple[float, int, list[str]]:
+    """Decode and send every frame; -> (end s, frames, what was wrong with the file and was
+    worked around). A packet the decoder cannot read is skipped (a damaged stretch of an
+    otherwise good file), unless more than MAX_DAMAGED_SHARE of them are: then the file is
+    corrupt (a stream that switches to an over-limit frame size fails on every packet after)."""
     limits = job.limits
     stream.thread_type = "AUTO"  # frame threads: faster on files, frames come out a bit later
     stream.codec_context.options = {
@@ -104,7 +114,8 @@ def _decode(
     )
     k = frames = 0
     first = last = end_s = math.nan
-    for frame in container.decode(stream):
+    damage = _Damage()
+    for frame in damage.frames(container, stream):
         t = frame.time
         if t is None:  # no pts: best effort, one nominal frame after the previous one
             t = last + step if frames else info.start_s
@@ -135,7 +146,56 @@ def _decode(
         _send_batch(conn, pts, rgb, k)
     if frames == 0:
         raise MediaError("The video stream has no decodable frames.", code="no_frames")
-    return end_s, frames
+    return end_s, frames, damage.notes()
+
+
+class _Damage:
+    """The stream's frames, decoded through what can be skipped, counting it."""
+
+    def __init__(self) -> None:
+        self.packets = self.skipped = 0
+        self.cut_short = False
+
+    def frames(
+        self, container: av.container.InputContainer, stream: VideoStream
+    ) -> Iterator[av.VideoFrame]:
+        packets = container.demux(stream)
+        while True:
+            try:
+                packet = next(packets)
+            except StopIteration:
+                return
+            except av.FFmpegError:  # the container breaks off: voice what came before
+                self.cut_short = True
+                yield from self._decoded(None, stream)
+                return
+            yield from self._decoded(packet, stream)
+
+    def _decoded(self, packet: av.Packet | None, stream: VideoStream) -> list[av.VideoFrame]:
+        self.packets += 1
+        try:
+            return list(packet.decode() if packet is not None else stream.decode(None))
+        except av.InvalidDataError:
+            self.skipped += 1
+            if (
+                self.packets >= MIN_PACKETS_JUDGED
+                and self.skipped > MAX_DAMAGED_SHARE * self.packets
+            ):
+                raise MediaError(
+                    f"The video data is corrupt: {self.skipped} of {self.packets} packets cannot "
+                    "be decoded.",
+                    code="corrupt_data",
+                ) from None
+            return []
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.skipped:
+            notes.append(f"{self.skipped} of {self.packets} video packets could not be decoded "
+                         "and were skipped")  # fmt: skip
+        if self.cut_short:
+            notes.append("the file breaks off before its end")
+        return notes
 
 
 def _send_batch(conn: Connection, pts: np.ndarray, rgb: np.ndarray, n: int) -> None:

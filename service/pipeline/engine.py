@@ -56,6 +56,7 @@ from service.pipeline.types import (
 Tier = TierConfig | ContactTier
 
 log = logging.getLogger(__name__)
+CUT_SHORT_S = 0.25  # frames ending this far before the declared duration: the file was cut
 
 
 class FoleyEngine:
@@ -127,7 +128,7 @@ class FoleyEngine:
             return sink
 
         synth = self._synth(timer)
-        start_s, duration_s, frames, video_fps = self._render_track(
+        start_s, duration_s, frames, video_fps, notes = self._render_track(
             input_path, open_sink, stage, synth, timer, progress
         )
         levelling = opened[0].levelling if isinstance(opened[0], LevelledSink) else None
@@ -146,6 +147,7 @@ class FoleyEngine:
             markers=synth.markers,
             levelling=levelling,
             video_fps=video_fps,
+            warnings=notes,
         )
 
     def _synth(self, timer: StageTimer) -> ClipSynth:
@@ -201,10 +203,11 @@ class FoleyEngine:
         synth: ClipSynth,
         timer: StageTimer,
         progress: ProgressFn | None,
-    ) -> tuple[float, float, int, float]:
+    ) -> tuple[float, float, int, float, tuple[str, ...]]:
         """Decode, synthesise with `synth` and hand the track to the sink that `open_sink(start_s)`
         opens once the first frame's time is known; `stage` names the sink's time. -> (start s,
-        duration s, frames decoded, the video's average frame rate)."""
+        duration s, frames decoded, the video's average frame rate, what was wrong with the file
+        and worked around)."""
         tier = self.tier
         letterbox = isinstance(tier, ContactTier)
         with (
@@ -235,14 +238,30 @@ class FoleyEngine:
                     progress(min(1.0, (float(batch.pts_s[-1]) - synth.t0) / declared))
             if sink is None or synth.t0 is None:
                 raise MediaError("the video stream has no decodable frames", code="no_frames")
-            duration_s = stream.end_s - synth.t0
+            duration_s, notes = _extent(stream, synth.t0)
             _write(synth.finish(duration_s), sink, stage, timer)
             frames_decoded = stream.frames
             with timer(stage):
                 closing.close()
         if progress is not None:
             progress(1.0)
-        return synth.t0, duration_s, frames_decoded, stream.info.fps
+        return synth.t0, duration_s, frames_decoded, stream.info.fps, notes
+
+
+def _extent(stream: decode.DecodeStream, t0: float) -> tuple[float, tuple[str, ...]]:
+    """The track's duration and the file's damage notes: frames that stop well short of what a
+    damaged file (or a video stream's own header) declares leave the track as long as the
+    video, silent after its last frame."""
+    duration_s, notes = stream.end_s - t0, stream.notes
+    declared = stream.info.duration_s
+    if declared - duration_s > CUT_SHORT_S and (notes or stream.info.own_duration):
+        notes = (
+            *notes,
+            f"the frames end at {duration_s:.2f} s of the {declared:.2f} s the file declares: "
+            "the track runs on, silent",
+        )
+        duration_s = declared
+    return duration_s, notes
 
 
 class ClipSynth(Protocol):

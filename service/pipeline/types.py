@@ -96,6 +96,8 @@ class RenderResult:
     markers: tuple[ContactMarker, ...] = ()  # the contact sounds the model fired, in time order
     levelling: Levelling | None = None  # the gain applied (None: loudness off)
     video_fps: float = 0.0  # the video's average frame rate (0: unknown), for timecodes
+    # What was wrong with the file and worked around: skipped packets, a file cut short.
+    warnings: tuple[str, ...] = ()
 
     @property
     def events_s(self) -> tuple[float, ...]:

@@ -73,6 +73,7 @@ class RecordingEngine:
     warmed: threading.Event = field(default_factory=threading.Event)
     warmup_on_event_loop: bool | None = None
     fail_next: BaseException | None = None
+    warnings: tuple[str, ...] = ()  # what the next renders report worked around
     calls: list[RenderCall] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -116,6 +117,7 @@ class RecordingEngine:
             timings=dict(self.timings),
             markers=MARKERS,
             video_fps=25.0,
+            warnings=self.warnings,
             levelling=None
             if options.loudness_lufs is None
             else Levelling(

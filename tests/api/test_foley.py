@@ -81,6 +81,15 @@ def test_replace_audio_reaches_the_engine(
     assert engine.calls[0].options.replace_audio is replace
 
 
+def test_damage_the_render_worked_around_is_a_header(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    assert "x-foley-warning" not in client.post("/v1/foley", files=upload()).headers
+    engine.warnings = ("3 of 90 video packets could not be decoded and were skipped",)
+    answer = client.post("/v1/foley", params={"sample_rate": "16000"}, files=upload())
+    assert answer.headers["x-foley-warning"] == engine.warnings[0]
+
+
 def test_events_answer_the_contacts_as_json_and_otio(
     client: TestClient, engine: RecordingEngine
 ) -> None:
