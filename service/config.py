@@ -35,6 +35,9 @@ class Settings(BaseSettings):
     max_duration_s: float = Field(default=3 * 3600.0, gt=0)
     max_pixels: int = Field(default=4096 * 2304, gt=0)
     decode_stall_timeout_s: float = Field(default=30.0, gt=0)
+    # The decoder child's memory: a small file can declare frames whose buffers FFmpeg would
+    # allocate before any size check can refuse them. 0: no limit.
+    decode_memory_bytes: int = Field(default=2 * 1024**3, ge=0)
     # A slow or stalled upload holds a connection and a work folder: an upload that sends
     # nothing for this long, or that averages under upload_min_bytes_per_s once this long has
     # passed, is answered 408 and its bytes dropped.

@@ -50,6 +50,7 @@ class DecodeLimits:
     max_pixels: int  # per frame, width * height as decoded
     max_duration_s: float  # span from the first frame's pts, declared or decoded
     stall_timeout_s: float  # the decoder child may go this long without producing anything
+    memory_bytes: int = 0  # the decoder child's data segment (RLIMIT_DATA); 0: no limit
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DecodeLimits:
@@ -57,6 +58,7 @@ class DecodeLimits:
             max_pixels=settings.max_pixels,
             max_duration_s=settings.max_duration_s,
             stall_timeout_s=settings.decode_stall_timeout_s,
+            memory_bytes=settings.decode_memory_bytes,
         )
 
     @property

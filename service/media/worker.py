@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
 import signal
 import time
 import traceback
@@ -58,6 +59,9 @@ def ready() -> None:
 def run(conn: Connection, job: DecodeJob) -> None:
     """Child entry point: every outcome is one message, except a crash, which is EOF."""
     try:
+        if job.limits.memory_bytes:
+            limit = job.limits.memory_bytes
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
         with open_input(Path(job.path)) as container:
             stream, info = inspect(container, job.limits)
             conn.send(("info", info))
@@ -69,6 +73,10 @@ def run(conn: Connection, job: DecodeJob) -> None:
             conn.send(("end", end_s, frames, notes))
     except FoleyError as exc:
         _send_quietly(conn, ("error", type(exc).__name__, exc.code, exc.reason))
+    except MemoryError:  # FFmpeg's ENOMEM (av.error.MemoryError) among them
+        limit = job.limits.memory_bytes / 2**20
+        reason = f"Decoding this video needs more than the decoder's {limit:.0f} MiB of memory."
+        _send_quietly(conn, ("error", "LimitExceeded", "decoder_memory", reason))
     except av.FFmpegError as exc:
         reason = f"The video data is corrupt or a frame exceeds the size limit ({exc.strerror})."
         _send_quietly(conn, ("error", "MediaError", "corrupt_data", reason))

@@ -272,3 +272,14 @@ def test_closing_early_kills_the_child(tmp_path: Path, limits: DecodeLimits) -> 
         next(iter(stream))
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_decoder_out_of_memory_is_a_clean_refusal(tmp_path: Path, limits: DecodeLimits) -> None:
+    # 4K frames in a decoder capped at 150 MiB: FFmpeg's buffers cannot be had. The child says
+    # so and ends; it neither grows without bound nor crashes.
+    path = videos.encode_clip(tmp_path / "uhd.mp4", fps=30, frames=3, size=(4096, 2160)).path
+    capped = dataclasses.replace(limits, memory_bytes=150 * 2**20)
+    with pytest.raises(LimitExceeded) as caught:
+        _decode_everything(path, capped)
+    assert caught.value.code == "decoder_memory"
+    _decode_everything(path, dataclasses.replace(limits, memory_bytes=2 * 2**30))  # the default
