@@ -7,6 +7,8 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import httpx2 as httpx
 import pytest
@@ -20,6 +22,27 @@ from service.config import Settings
 from tests.api.conftest import RecordingEngine, upload
 
 KEY = "s3cret-key-1"
+
+
+@contextmanager
+def served(settings: Settings) -> Iterator[int]:
+    """The app under a real uvicorn configured as `foley serve` configures it (its logging
+    included), on an ephemeral port, in a thread; yields the port."""
+    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    config = uvicorn_config(app, settings)
+    config.log_level = logging.INFO
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.01)
+    try:
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 def test_a_record_loses_its_key_wherever_it_is() -> None:
@@ -37,19 +60,8 @@ def test_a_record_loses_its_key_wherever_it_is() -> None:
 
 def test_no_api_key_reaches_the_servers_logs(capfd: pytest.CaptureFixture[str]) -> None:
     settings = Settings(api_keys=[KEY], host="127.0.0.1", port=0)
-    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
-    config = uvicorn_config(app, settings)
-    config.log_level = logging.INFO
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    base = f"http://127.0.0.1:{port}"
-    try:
+    with served(settings) as port:
+        base = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=base, timeout=10) as http:
             deadline = time.monotonic() + 10
             while http.get("/readyz").status_code != 200:
@@ -61,9 +73,6 @@ def test_no_api_key_reaches_the_servers_logs(capfd: pytest.CaptureFixture[str]) 
         # The recording engine has no live path: the session's outcome is not the point here.
         with connect(f"ws://127.0.0.1:{port}/v1/preview?api_key={KEY}") as ws:
             ws.send(json.dumps({"type": "config", "width": 96, "height": 96, "api_key": KEY}))
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
     out, err = capfd.readouterr()
     logs = out + err
     assert "/healthz?api_key=" in logs and "WebSocket /v1/preview" in logs  # the lines are there
@@ -74,25 +83,13 @@ def test_each_request_has_an_id_its_answer_and_log_lines_carry(
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     settings = Settings(host="127.0.0.1", port=0, log_format="json")
-    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
-    config = uvicorn_config(app, settings)
-    config.log_level = logging.INFO
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
-            made = http.get("/healthz").headers["x-request-id"]
-            given = http.get("/healthz", headers={"X-Request-ID": "edit-42"})
-            odd = http.get("/healthz", headers={"X-Request-ID": "no spaces allowed"})
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with (
+        served(settings) as port,
+        httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http,
+    ):
+        made = http.get("/healthz").headers["x-request-id"]
+        given = http.get("/healthz", headers={"X-Request-ID": "edit-42"})
+        odd = http.get("/healthz", headers={"X-Request-ID": "no spaces allowed"})
     assert len(made) == 32 and given.headers["x-request-id"] == "edit-42"
     assert odd.headers["x-request-id"] not in ("no spaces allowed", made)
     out, err = capfd.readouterr()
