@@ -6,10 +6,11 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
 WORKDIR /app
 
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY service ./service
 COPY engines ./engines
-RUN pip install .
+# Pinned: the image is the same build whenever it is built (constraints.txt says how it is made).
+RUN pip install -c constraints.txt .
 
 # The tiers are package data of the installed wheel: no FOLEY_MODELS_DIR needed.
 ENV FOLEY_HOST=0.0.0.0 FOLEY_PORT=8000

@@ -105,3 +105,24 @@ def test_a_damaged_tier_names_the_folder_and_the_setting(
     assert code == cli.EXIT_INTERNAL
     assert err.startswith("foley: error: model_unavailable: "), err
     assert str(tmp_path) in err and "FOLEY_MODELS_DIR" in err
+
+
+def test_the_image_pins_every_runtime_dependency() -> None:
+    """constraints.txt (what the Dockerfile installs with) names an exact version of each of
+    pyproject's dependencies, one the pyproject's own bounds allow."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, version = line.split("==")
+            pins[canonicalize_name(name)] = version
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    for requirement in map(Requirement, project["dependencies"]):
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{requirement.name} is not pinned in constraints.txt"
+        assert requirement.specifier.contains(pins[name]), (requirement, pins[name])
+    assert "-c constraints.txt" in (ROOT / "Dockerfile").read_text()
