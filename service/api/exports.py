@@ -19,12 +19,11 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
 from service.api.auth import Tenant
-from service.api.routes import UPLOAD_NAME, download_name, merge_params
+from service.api.routes import UPLOAD_NAME, download_name, merge_params, upload_body
 from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload
 from service.context import REQUEST_ID
-from service.errors import InvalidInput
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.markers import MarkersDocument, render_markers
@@ -38,7 +37,7 @@ _MARKER_TYPES = {
     "csv": "text/csv",
 }
 State = Annotated[ServiceState, Depends(get_state)]
-IDEMPOTENCY_KEY = re.compile(r"[\x21-\x7e]{1,255}")  # printable ASCII, as in the IETF draft
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, as in the IETF draft
 
 
 class ExportParams(FoleyParams):
@@ -75,7 +74,10 @@ class ExportJob(BaseModel):
 
 
 _ERRORS = {
+    400: "Malformed multipart body",
     401: "Missing or invalid API key",
+    408: "The upload stalled or trickled (upload_timeout)",
+    415: "Not multipart/form-data",
     404: "No such job (or another tenant's)",
     409: "The job is not in a state that allows this",
     410: "The result has expired",
@@ -95,14 +97,25 @@ def jobs_of(state: ServiceState) -> JobManager:
     return state.jobs
 
 
-@router.post("", status_code=202, responses=_responses(401, 413, 422, 503))
+@router.post(
+    "",
+    status_code=202,
+    responses=_responses(400, 401, 408, 413, 415, 422, 503),
+    openapi_extra=upload_body(ExportParams),
+)
 async def create_export(
     request: Request,
     response: Response,
     state: State,
     tenant: Tenant,
     query: Annotated[ExportParams, Query()],
-    idempotency_key: Annotated[str | None, Header()] = None,
+    idempotency_key: Annotated[
+        str | None,
+        Header(
+            pattern=IDEMPOTENCY_KEY.pattern,
+            description="A retried request with the same key gets the first request's job",
+        ),
+    ] = None,
 ) -> ExportJob:
     """Upload a video (multipart field `file`) for a full-quality render in the background.
 
@@ -110,11 +123,6 @@ async def create_export(
     """
     settings = state.settings
     jobs = jobs_of(state)
-    if idempotency_key is not None and not IDEMPOTENCY_KEY.fullmatch(idempotency_key):
-        raise InvalidInput(
-            "Idempotency-Key must be 1 to 255 printable ASCII characters",
-            code="invalid_parameter",
-        )
     check_tier(settings, query.tier or settings.export_tier)
     await anyio.to_thread.run_sync(jobs.check_capacity)
     receiving = jobs.storage.receiving_dir()

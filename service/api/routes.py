@@ -56,6 +56,7 @@ State = Annotated[ServiceState, Depends(get_state)]
 _ERRORS = {
     400: "Malformed multipart body",
     401: "Missing or invalid API key (when the service has keys)",
+    408: "The upload stalled or trickled (upload_timeout)",
     413: "Upload or input over a configured limit",
     415: "Not multipart/form-data",
     422: "Invalid parameter or undecodable media",
@@ -71,24 +72,32 @@ _FOLEY_RESPONSES: dict[int | str, dict] = {
     },
     **{status: {"model": ErrorResponse, "description": text} for status, text in _ERRORS.items()},
 }
-# The body is streamed by hand (service.api.uploads), so FastAPI cannot derive its schema.
-_UPLOAD_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": [FILE_FIELD],
-                    "properties": {
-                        FILE_FIELD: _BINARY["schema"],
-                        **FoleyParams.model_json_schema()["properties"],
-                    },
+
+
+def upload_body(params: type[FoleyParams]) -> dict:
+    """The OpenAPI request body of an upload route: its `file` and the parameters `params`
+    takes as form fields. (The body is streamed by hand, service.api.uploads, so FastAPI cannot
+    derive its schema.)"""
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "required": [FILE_FIELD],
+                        "properties": {
+                            FILE_FIELD: _BINARY["schema"],
+                            **params.model_json_schema()["properties"],
+                        },
+                    }
                 }
-            }
-        },
+            },
+        }
     }
-}
+
+
+_UPLOAD_BODY = upload_body(FoleyParams)
 P = TypeVar("P", bound=FoleyParams)
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 # The upload's name on disk. No extension, and never the client's: FFmpeg picks demuxers partly

@@ -128,3 +128,12 @@ def test_unknown_route_answers_in_the_error_shape(client: TestClient) -> None:
     response = client.get("/nope")
     assert response.status_code == 404
     assert response.json() == {"error": {"code": "not_found", "reason": "Not Found"}}
+
+
+def test_the_export_upload_is_described_like_the_render_upload(client: TestClient) -> None:
+    operation = client.get("/openapi.json").json()["paths"]["/v1/exports"]["post"]
+    body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
+    assert body["required"] == ["file"] and {"file", "format", "tier"} <= set(body["properties"])
+    assert {"400", "401", "408", "413", "415", "422", "503"} <= set(operation["responses"])
+    (key,) = [p for p in operation["parameters"] if p["name"] == "idempotency-key"]
+    assert key["in"] == "header" and key["schema"]["anyOf"][0]["pattern"]
