@@ -7,6 +7,7 @@ error (422), an HTTP error from routing (404, 405) and an unexpected exception (
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping
 from http import HTTPStatus
 from typing import Any, ClassVar
@@ -91,7 +92,23 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, StarletteHTTPException)
     code = HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_").replace("-", "_")
     _count(request, code)
-    return error_response(exc.status_code, code, str(exc.detail), exc.headers)
+    headers = exc.headers
+    if exc.status_code == 405:
+        # The router names the methods of the first route on this path; several routes may
+        # share it (GET and DELETE /v1/exports/{job_id}).
+        headers = {**(headers or {}), "Allow": ", ".join(_allowed(request))}
+    return error_response(exc.status_code, code, str(exc.detail), headers)
+
+
+def _allowed(request: Request) -> list[str]:
+    """The methods the API's schema gives this path (HEAD with GET, as Starlette answers)."""
+    methods: set[str] = set()
+    for template, item in request.app.openapi()["paths"].items():
+        if re.fullmatch(re.sub(r"\\{[^}]+\\}", "[^/]+", re.escape(template)), request.url.path):
+            methods |= {m.upper() for m in item}
+    if "GET" in methods:
+        methods.add("HEAD")
+    return sorted(methods)
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:

@@ -63,6 +63,8 @@ _ERRORS = {
     503: "Model not loaded yet, or too many renders waiting",
 }
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
+_ERROR_401 = {"model": ErrorResponse, "description": _ERRORS[401]}
+_ERROR_503 = {"model": ErrorResponse, "description": "The model is not loaded yet"}
 _FOLEY_RESPONSES: dict[int | str, dict] = {
     200: {
         "description": "The rendered file (Server-Timing: per-stage milliseconds; "
@@ -75,21 +77,23 @@ _FOLEY_RESPONSES: dict[int | str, dict] = {
 
 
 def upload_body(params: type[FoleyParams]) -> dict:
-    """The OpenAPI request body of an upload route: its `file` and the parameters `params`
-    takes as form fields. (The body is streamed by hand, service.api.uploads, so FastAPI cannot
-    derive its schema.)"""
+    """The OpenAPI request body of an upload route: its `file`. (The body is streamed by hand,
+    service.api.uploads, so FastAPI cannot derive its schema.) The parameters `params` takes
+    are described as query parameters; an HTML form may send them as fields instead, which the
+    schema cannot say without also allowing both at once with different values (refused)."""
+    names = ", ".join(params.model_fields)
     return {
         "requestBody": {
             "required": True,
+            "description": f"The video as the multipart field `{FILE_FIELD}`. The query "
+            f"parameters ({names}) may come as form fields instead; given both ways, they "
+            "must agree.",
             "content": {
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",
                         "required": [FILE_FIELD],
-                        "properties": {
-                            FILE_FIELD: _BINARY["schema"],
-                            **params.model_json_schema()["properties"],
-                        },
+                        "properties": {FILE_FIELD: _BINARY["schema"]},
                     }
                 }
             },
@@ -133,7 +137,7 @@ async def metrics(state: State) -> Response:
     return state.metrics.exposition()
 
 
-@router.get("/v1/tiers")
+@router.get("/v1/tiers", responses={401: _ERROR_401, 503: _ERROR_503})
 async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
     default = state.ready_engine().tier.name
@@ -336,17 +340,19 @@ def merge_params(query: P, fields: Mapping[str, str]) -> P:
     """Query parameters and form fields together (into the query's model); the same name given
     both ways must agree."""
     given = query.model_dump(include=query.model_fields_set)
-    for name, value in fields.items():
-        if name in given and str(given[name]) != value:
-            raise InvalidInput(
-                f"{name} is {given[name]!r} in the query but {value!r} in the form",
-                code="invalid_parameter",
-            )
     try:
-        return type(query).model_validate({**given, **fields})
+        merged = type(query).model_validate({**given, **fields})
     except ValidationError as exc:
         errors = [{**e, "loc": ("form", *e["loc"])} for e in exc.errors()]
         raise InvalidInput(validation_reason(errors), code="invalid_parameter") from exc
+    for name in given.keys() & fields.keys():
+        # Compared as parsed: "true" and True, "-23" and -23.0 are one value.
+        if getattr(merged, name) != given[name]:
+            raise InvalidInput(
+                f"{name} is {given[name]!r} in the query but {fields[name]!r} in the form",
+                code="invalid_parameter",
+            )
+    return merged
 
 
 def server_timing(seconds: Mapping[str, float]) -> str:

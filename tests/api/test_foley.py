@@ -232,3 +232,18 @@ def test_server_timing_is_milliseconds_with_safe_names() -> None:
 )
 def test_download_name_is_header_safe(filename: str | None, expected: str) -> None:
     assert download_name(filename, "wav") == expected
+
+
+def test_a_parameter_given_both_ways_alike_is_one_value(
+    client: TestClient, engine: RecordingEngine
+) -> None:
+    both = {"replace_audio": "true", "loudness": "-23", "sample_rate": "48000"}
+    response = client.post("/v1/foley", params=both, data=both, files=upload())
+    assert response.status_code == 200, response.text
+    assert engine.calls[0].options.replace_audio is True
+
+
+def test_a_405_names_every_method_of_the_path(client: TestClient) -> None:
+    response = client.request("PUT", "/v1/exports/some-job")
+    assert response.status_code == 405
+    assert response.headers["allow"] == "DELETE, GET, HEAD"
