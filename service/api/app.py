@@ -26,6 +26,7 @@ from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
+from service.pipeline.tiers import installed_tiers
 
 logger = logging.getLogger(__name__)
 JOB_SWEEP_INTERVAL_S = 60.0
@@ -68,7 +69,31 @@ def create_app(
     app.include_router(docs_router)
     app.mount("/static/preview", StaticFiles(directory=STATIC), name="preview-static")
     app.mount("/static/docs", StaticFiles(directory=DOCS_STATIC), name="docs-static")
+    _name_the_tiers(app, installed_tiers(settings))
     return app
+
+
+def _name_the_tiers(app: FastAPI, tiers: list[str]) -> None:
+    """The schema's `tier` parameters list this deployment's tiers: a client (or a generated
+    test) sees which names are taken, not any string."""
+    if not tiers:
+        return
+    generate = app.openapi
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            schema = generate()
+            for item in schema["paths"].values():
+                for operation in item.values():
+                    for parameter in operation.get("parameters", []):
+                        if parameter["name"] == "tier":
+                            parameter["schema"] = {
+                                "anyOf": [{"type": "string", "enum": tiers}, {"type": "null"}],
+                                "title": "Tier",
+                            }
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 def _lifespan(

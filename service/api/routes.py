@@ -70,30 +70,37 @@ _FOLEY_RESPONSES: dict[int | str, dict] = {
         "description": "The rendered file (Server-Timing: per-stage milliseconds; "
         "X-Foley-Cache: hit or miss; X-Foley-Gain-dB: the loudness gain applied, absent with "
         "loudness=off)",
-        "content": {media_type: _BINARY for media_type in MEDIA_TYPES.values()},
+        # The markers (format=events, otio) are JSON documents: docs/api.md, service.markers.
+        "content": {
+            media_type: {"schema": {"type": "object"}} if "json" in media_type else _BINARY
+            for media_type in MEDIA_TYPES.values()
+        },
     },
     **{status: {"model": ErrorResponse, "description": text} for status, text in _ERRORS.items()},
 }
 
 
 def upload_body(params: type[FoleyParams]) -> dict:
-    """The OpenAPI request body of an upload route: its `file`. (The body is streamed by hand,
-    service.api.uploads, so FastAPI cannot derive its schema.) The parameters `params` takes
-    are described as query parameters; an HTML form may send them as fields instead, which the
-    schema cannot say without also allowing both at once with different values (refused)."""
-    names = ", ".join(params.model_fields)
+    """The OpenAPI request body of an upload route: its `file`, and the parameters `params`
+    takes, which may come as form fields as well as query parameters (given both ways, they
+    must agree). The body is streamed by hand (service.api.uploads), so FastAPI cannot derive
+    its schema."""
     return {
         "requestBody": {
             "required": True,
-            "description": f"The video as the multipart field `{FILE_FIELD}`. The query "
-            f"parameters ({names}) may come as form fields instead; given both ways, they "
-            "must agree.",
+            "description": f"The video as the multipart field `{FILE_FIELD}`; the options as "
+            "form fields or query parameters (given both ways, they must agree).",
             "content": {
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",
                         "required": [FILE_FIELD],
-                        "properties": {FILE_FIELD: _BINARY["schema"]},
+                        "properties": {
+                            FILE_FIELD: _BINARY["schema"],
+                            **params.model_json_schema()["properties"],
+                        },
+                        # Unknown fields are refused (a misspelt option must not pass silently).
+                        "additionalProperties": False,
                     }
                 }
             },

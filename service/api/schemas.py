@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -11,13 +11,10 @@ from service.pipeline.types import (
     DEFAULT_TARGET_LUFS,
     MAX_LUFS,
     MIN_LUFS,
-    SAMPLE_RATES,
     VIDEO_FORMATS,
     OutputFormat,
+    SampleRate,
 )
-
-SampleRate = Literal[48000, 44100, 24000, 16000]
-assert get_args(SampleRate) == SAMPLE_RATES, "SampleRate must match pipeline.types.SAMPLE_RATES"
 
 # What /v1/foley may answer instead of the rendered file: its contact markers (service.markers),
 # as the JSON document or an OpenTimelineIO timeline.

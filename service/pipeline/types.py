@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 DEFAULT_TARGET_LUFS = -23.0  # EBU R128
 MIN_LUFS, MAX_LUFS = -50.0, -5.0  # the targets accepted: broadcast to loud streaming and beyond
@@ -13,7 +13,8 @@ MIN_LUFS, MAX_LUFS = -50.0, -5.0  # the targets accepted: broadcast to loud stre
 OutputFormat = Literal["wav", "flac", "mp4", "mov", "mkv"]
 AUDIO_FORMATS: frozenset[str] = frozenset({"wav", "flac"})
 VIDEO_FORMATS: frozenset[str] = frozenset({"mp4", "mov", "mkv"})
-SAMPLE_RATES: tuple[int, ...] = (48000, 44100, 24000, 16000)
+SampleRate = Literal[48000, 44100, 24000, 16000]  # the output rates every way out offers
+SAMPLE_RATES: tuple[int, ...] = get_args(SampleRate)
 
 ProgressFn = Callable[[float], None]
 

@@ -68,7 +68,7 @@ def test_docs_and_openapi_describe_the_upload(client: TestClient) -> None:
     body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert body["required"] == ["file"]
     options = {"format", "sample_rate", "loudness", "replace_audio", "tier"}
-    assert set(body["properties"]) == {"file"}  # the options: query or form, described once
+    assert set(body["properties"]) == {"file", *options} and not body["additionalProperties"]
     assert {p["name"] for p in operation["parameters"]} == options
 
 
@@ -133,8 +133,16 @@ def test_unknown_route_answers_in_the_error_shape(client: TestClient) -> None:
 def test_the_export_upload_is_described_like_the_render_upload(client: TestClient) -> None:
     operation = client.get("/openapi.json").json()["paths"]["/v1/exports"]["post"]
     body = operation["requestBody"]["content"]["multipart/form-data"]["schema"]
-    assert body["required"] == ["file"] and set(body["properties"]) == {"file"}
+    assert body["required"] == ["file"] and {"file", "tier"} <= set(body["properties"])
     assert {"format", "tier", "loudness"} <= {p["name"] for p in operation["parameters"]}
     assert {"400", "401", "408", "413", "415", "422", "503"} <= set(operation["responses"])
     (key,) = [p for p in operation["parameters"] if p["name"] == "idempotency-key"]
     assert key["in"] == "header" and key["schema"]["anyOf"][0]["pattern"]
+
+
+def test_the_schema_names_the_installed_tiers(settings: Settings, engine: RecordingEngine) -> None:
+    shipped = settings.model_copy(update={"models_dir": SHIPPED_MODELS_DIR})
+    spec = create_app(shipped, engine_loader=lambda _: engine).openapi()
+    for path, method in (("/v1/foley", "post"), ("/v1/exports", "post")):
+        (tier,) = [p for p in spec["paths"][path][method]["parameters"] if p["name"] == "tier"]
+        assert tier["schema"]["anyOf"][0]["enum"] == ["export", "objects", "preview"]
