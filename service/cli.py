@@ -406,11 +406,13 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
     import uvicorn
 
     from service.api.logs import server_log_config
+    from service.api.protocol import head_deadline_protocol
 
     return uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
+        http=head_deadline_protocol(settings.request_head_timeout_s),
         log_config=server_log_config(settings.api_keys, settings.log_format),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
         # uvicorn's default is 16 MiB: the largest frame a preview session may send is enough.

@@ -42,6 +42,8 @@ class Settings(BaseSettings):
     # nothing for this long, or that averages under upload_min_bytes_per_s once this long has
     # passed, is answered 408 and its bytes dropped.
     upload_idle_timeout_s: float = Field(default=30.0, gt=0)
+    # A request's head (line and headers) must be in this long after its first byte.
+    request_head_timeout_s: float = Field(default=10.0, gt=0)
     upload_min_bytes_per_s: int = Field(default=16 * 1024, ge=0)
 
     # A render already spreads over every core (intra-op threads): two at once only share them.
