@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, TextIO
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
 from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
+from service.pipeline.loading import load_engine
 from service.pipeline.tiers import check_tier
 from service.pipeline.types import (
     DEFAULT_TARGET_LUFS,
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     import uvicorn
     from fastapi import FastAPI
 
-    from service.api.state import Engine
+    from service.pipeline.loading import Engine
 
 logger = logging.getLogger("service.cli")
 
@@ -264,13 +265,6 @@ def _level_note(levelling: Levelling | None) -> str:
     measured = levelling.loudness.integrated_lufs
     level = "silent" if measured is None else f"{measured:.1f} LUFS"
     return f", {level} (gain {levelling.gain_db:+.1f} dB)"
-
-
-def load_engine(settings: Settings) -> Engine:
-    # Imported here so that `foley --help` and argument errors need no ONNX Runtime.
-    from service.pipeline.engine import FoleyEngine
-
-    return FoleyEngine.load(settings)
 
 
 class _Progress:

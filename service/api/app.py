@@ -21,23 +21,17 @@ from service.api.metrics import install as install_metrics
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
-from service.api.state import Engine, EngineLoader, ServiceState
+from service.api.state import ServiceState
 from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
+from service.pipeline.loading import Engine, EngineLoader, load_engine
 from service.pipeline.tiers import installed_tiers
 
 logger = logging.getLogger(__name__)
 JOB_SWEEP_INTERVAL_S = 60.0
 JobManagerFactory = Callable[[Settings, Cache], JobManager]
-
-
-def load_engine(settings: Settings, cache: Cache | None = None) -> Engine:
-    # Imported here so that importing the API (tests, OpenAPI export) does not load ONNX Runtime.
-    from service.pipeline.engine import FoleyEngine
-
-    return FoleyEngine.load(settings, cache)
 
 
 def create_app(

@@ -13,10 +13,7 @@ and is itself thread-safe (service.cache.base).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
 
 import anyio
 from fastapi import Request
@@ -27,31 +24,9 @@ from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import Busy, NotReady
 from service.jobs.manager import JobManager
-from service.pipeline.backends.base import Backend
-from service.pipeline.contract import TierConfig
+from service.pipeline.loading import Engine, EngineLoader
 from service.pipeline.tiers import check_tier
-from service.pipeline.types import ProgressFn, RenderOptions, RenderResult
 from service.preview.worker import PreviewWorker
-
-
-class Engine(Protocol):
-    """What the transport needs from `service.pipeline.engine.FoleyEngine`."""
-
-    tier: TierConfig
-    backend: Backend
-
-    def warmup(self) -> None: ...
-
-    def render(
-        self,
-        input_path: Path,
-        output_path: Path,
-        options: RenderOptions,
-        progress: ProgressFn | None = None,
-    ) -> RenderResult: ...
-
-
-EngineLoader = Callable[[Settings], Engine]
 
 
 @dataclass

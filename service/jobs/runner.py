@@ -32,6 +32,7 @@ from service.jobs.records import ACTIVE, JobError, JobRecord
 from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
 from service.markers import markers_document, render_markers
+from service.pipeline.loading import Engine
 from service.pipeline.types import RenderOptions
 
 log = logging.getLogger(__name__)
@@ -60,7 +61,7 @@ class JobContext:
     settings: Settings
     store: JobStore
     storage: JobStorage
-    engine_for: Callable[[str], object]  # tier name -> a loaded, warmed FoleyEngine
+    engine_for: Callable[[str], Engine]  # tier name -> a loaded, warmed engine
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # Exceptions that mean "the job ran out of time" (Celery's soft limit) besides our deadline.
     timeouts: tuple[type[BaseException], ...] = ()
@@ -116,7 +117,7 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
     deadline = time.monotonic() + settings.export_soft_time_limit_s
     try:
         engine = ctx.engine_for(record.tier)
-        result = engine.render(  # type: ignore[attr-defined]
+        result = engine.render(
             storage.input_path(record.id),
             staging,
             RenderOptions(
