@@ -52,9 +52,13 @@ def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = 
 
 
 @contextmanager
-def uvicorn_server(app, *, timeout_s: float = 10.0) -> Iterator[int]:
-    """`app` under a real uvicorn on an ephemeral port, in a thread; yields the port."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+def uvicorn_server(
+    app, *, timeout_s: float = 10.0, config: uvicorn.Config | None = None
+) -> Iterator[int]:
+    """`app` under a real uvicorn on an ephemeral port, in a thread; yields the port.
+    `config`: uvicorn's configuration instead of a plain one (with port 0)."""
+    config = config or uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + timeout_s

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import httpx2 as httpx
 import pytest
-import uvicorn
 from websockets.sync.client import connect
 
 from service.api import create_app
@@ -20,6 +18,7 @@ from service.api.logs import REDACTED, RedactKeys
 from service.cli import uvicorn_config
 from service.config import Settings
 from tests.api.conftest import RecordingEngine, upload
+from tests.conftest import uvicorn_server
 
 KEY = "s3cret-key-1"
 
@@ -27,22 +26,12 @@ KEY = "s3cret-key-1"
 @contextmanager
 def served(settings: Settings) -> Iterator[int]:
     """The app under a real uvicorn configured as `foley serve` configures it (its logging
-    included), on an ephemeral port, in a thread; yields the port."""
+    included), on an ephemeral port; yields the port."""
     app = create_app(settings, engine_loader=lambda _: RecordingEngine())
     config = uvicorn_config(app, settings)
     config.log_level = logging.INFO
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started:
-        assert time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.01)
-    try:
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with uvicorn_server(app, config=config) as port:
+        yield port
 
 
 def test_a_record_loses_its_key_wherever_it_is() -> None:

@@ -4,12 +4,10 @@ a slow client holds neither a connection nor a work folder for long."""
 from __future__ import annotations
 
 import socket
-import threading
 import time
 from pathlib import Path
 
 import pytest
-import uvicorn
 
 from service.api import create_app
 from service.cli import uvicorn_config
@@ -68,12 +66,7 @@ def test_a_slow_upload_is_answered_408_and_dropped(
 def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(settings: Settings) -> None:
     settings = settings.model_copy(update={"request_head_timeout_s": 0.5, "port": 0})
     app = create_app(settings, engine_loader=lambda _: RecordingEngine())
-    server = uvicorn.Server(uvicorn_config(app, settings))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    wait_until(lambda: server.started, what="uvicorn started")
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
+    with uvicorn_server(app, config=uvicorn_config(app, settings)) as port:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
             started, closed = time.monotonic(), False
             for byte in b"GET /healthz HTTP/1.1\r\nHost: test.example.com\r\nAccept: */*":
@@ -91,6 +84,3 @@ def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(settings: Settings) -> 
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:  # a whole head
             conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: test\r\n\r\n")
             assert conn.recv(1024).startswith(b"HTTP/1.1 200")
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
