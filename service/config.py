@@ -24,8 +24,7 @@ class Settings(BaseSettings):
     default_tier: str = "preview"
     backend: str = "onnxruntime"
     # One: the decoder runs in its own process beside inference and takes the other core; two
-    # inference threads only contend with it (10 s 720p clip: 0.45 s end to end with 2 threads,
-    # 0.39 s with 1, `python -m bench.offline`). 0 = one per core.
+    # inference threads only contend with it (docs/benchmarks.md). 0 = one per core.
     intra_op_threads: int = Field(default=1, ge=0)
     # Logs: "text" for a terminal, "json" (one object a line) for a log pipeline.
     log_format: Literal["text", "json"] = "text"
@@ -70,7 +69,7 @@ class Settings(BaseSettings):
     redis_url: str | None = None
     cache_max_bytes: int = Field(default=256 * 1024**2, ge=0)  # in-process budget; 0 = no cache
     # Larger values are not cached: a Redis write must fit in `cache_timeout_s`, and a hit holds
-    # its value in memory (16 MiB takes ~20 ms on loopback; a 10 s WAV is ~1 MB).
+    # its value in memory.
     cache_max_item_bytes: int = Field(default=8 * 1024**2, gt=0)
     cache_ttl_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     cache_timeout_s: float = Field(default=0.05, gt=0)  # connect and socket timeout

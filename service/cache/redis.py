@@ -11,7 +11,7 @@ A slow or absent Redis must cost a request milliseconds, never seconds and never
 
 `socket_timeout` bounds each read and the whole of each write (Python's `sendall`), so a value
 must cross to Redis within `timeout_s`: keep `max_item_bytes` well under what the link moves in
-that time (loopback, 50 ms: 16 MiB in ~20 ms, 64 MiB sometimes over).
+that time.
 
 Values larger than `max_item_bytes` are not sent (the key's previous value, if any, stays until
 it expires). Keys get `prefix`, so the store may share a Redis with other users.

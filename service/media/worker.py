@@ -106,9 +106,9 @@ def _decode(
         # Enforced inside the decoder, so a mid-stream resolution change cannot allocate huge
         # frames.
         "max_pixels": str(limits.max_pixels),
-        # No in-loop deblocking: frames are averaged down to the model's input (1280x720 to
-        # 96x96 is 13x), where block edges vanish, and the decoder needs 28 % less CPU
-        # (bench.offline clip). Effect on the model input measured in tests/media/test_decode.py.
+        # No in-loop deblocking: frames are averaged down to the model's input, where block
+        # edges vanish, and the decoder needs much less CPU (docs/benchmarks.md); its effect on
+        # the model's input is bounded in tests/media/test_decode.py.
         "skip_loop_filter": "all",
     }
     step = 1.0 / info.fps if info.fps > 0 else 1.0 / 30

@@ -26,13 +26,9 @@ would dilute it below the codec's noise. Measured on simulated clips encoded wit
 decoded at 96x96): a static span's P-frames differ by at most 0.38 (0.26 from 1280x720), a
 keyframe by 1-2.5 (it runs), a rolling ball moves by at least 0.46 (median 6.8); the whole-frame
 mean of that roll, 0.003 (median 0.1), is under the static span's keyframe noise. Hence the
-default threshold of 0.5. Over 12 simulated drop scenes (640x360, 4 s) it skips 54-84% of the
-frames and moves the track by at most 1.3% of its peak, no onset added or lost, where encoding
-the same frames at crf 23 instead of 18 moves it by 0.4% to 100% (median 2%). On the 10 s clip of
-`python -m bench.caches` it skips 52% and moves the track by 7% of its peak (149 of 2081 16-bit
-steps, around one bounce), onsets unchanged. On the 24 held-out clips of engines.eval.sync (24,
-25, 30 and 60 fps sources) it skips 42% of the frames and every clip's onset F1 is unchanged
-(0.414 over all).
+default threshold of 0.5: it moves the track less than re-encoding the same frames a little
+harder does, and adds or loses no onset (`python -m bench.caches`; docs/benchmarks.md, and
+tests/pipeline/test_caches.py, which holds it to that).
 """
 
 from __future__ import annotations

@@ -31,10 +31,9 @@ import numpy as np
 
 from service.pipeline.contract import TierConfig
 
-# Measured on simulated clips looped four times and encoded with H.264 (`python -m
-# bench.caches`): windows of 8 to 32 frames (0.27-1.07 s, 12-16 on average) are long enough that
-# the generator and vocoder's cost per call (1.3 ms, as much as 6 frames) stays small, and short
-# enough that an edit recomputes little more than itself.
+# Windows long enough that the generator and vocoder's cost per call stays small beside the
+# frames they voice, and short enough that an edit recomputes little more than itself
+# (`python -m bench.caches`, docs/benchmarks.md).
 REACH = 4
 MIN_FRAMES = 8
 MAX_FRAMES = 32
