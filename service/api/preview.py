@@ -11,6 +11,7 @@ Transport only. Three tasks per connection on the event loop, none of which comp
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Callable
@@ -248,9 +249,21 @@ async def _receive(
                     "frame_too_large", f"frames are at most {limit} bytes", p.CLOSE_TOO_BIG
                 )
             try:
-                worker.submit(session, p.parse_frame(data), received)
+                frame = p.parse_frame(data)
             except p.ProtocolError as exc:
                 raise _Close(exc.code, str(exc), exc.close) from None
+            if session.config.pixel_format == "jpeg":
+                # Decoded by this connection, in a thread: not on the event loop, and not in the
+                # worker every session shares (its header says its size first: FrameDecoder).
+                try:
+                    rgb = await anyio.to_thread.run_sync(session.decoder, frame.payload)
+                except ValueError as exc:
+                    raise _Close(
+                        "bad_frame", f"frame {frame.index}: {exc}", p.CLOSE_BAD_INPUT
+                    ) from None
+                frame = dataclasses.replace(frame, decoded=rgb)
+            try:
+                worker.submit(session, frame, received)
             except Full as exc:
                 raise _Close("overloaded", str(exc), p.CLOSE_BUSY) from None
             continue

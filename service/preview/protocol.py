@@ -154,6 +154,7 @@ class FrameMessage:
     index: int
     pts_s: float
     payload: memoryview
+    decoded: np.ndarray | None = None  # a JPEG's pixels, decoded by its connection already
 
 
 class ProtocolError(ValueError):

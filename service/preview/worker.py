@@ -250,7 +250,7 @@ class PreviewWorker:
                 )
                 return None
             try:
-                rgb = session.decoder(frame.payload)
+                rgb = frame.decoded if frame.decoded is not None else session.decoder(frame.payload)
             except ValueError as exc:
                 self._fail(session, "bad_frame", f"frame {frame.index}: {exc}")
                 return None

@@ -22,6 +22,7 @@ from service.media.loudness import CEILING_DBTP, measure
 from service.pipeline.types import RenderOptions
 from service.preview import protocol as p
 from tests.api.conftest import wait_ready
+from tests.preview.jpegs import declaring, jpeg
 from tests.preview.levels import at_live_level
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
@@ -402,3 +403,19 @@ def test_sessions_and_their_chunks_are_counted(client) -> None:
         line for line in text.splitlines() if line.startswith("foley_preview_chunks_total")
     )
     assert float(chunks.split()[-1]) >= 8
+
+
+def test_a_jpeg_declaring_a_huge_picture_is_refused_by_its_own_connection(client) -> None:
+    huge = declaring(jpeg(96, 96), 16000, 8000)
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(pixel_format="jpeg"))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        ws.send_bytes(p.pack_frame(0, 0.0, huge))
+        error = _error(ws)
+        assert error["code"] == "bad_frame" and "16000x8000" in error["reason"]
+        assert _close_code(ws) == p.CLOSE_BAD_INPUT
+    with client.websocket_connect("/v1/preview") as ws:  # the worker never saw it
+        ws.send_text(_config(pixel_format="jpeg"))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        got = _stream(ws, [(k / 30, jpeg(96, 96)) for k in range(6)])
+    assert len(got.samples) > 0
