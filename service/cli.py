@@ -9,7 +9,6 @@ every failure prints one line `foley: error: <code>: <reason>` to stderr and no 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
 from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
 from service.pipeline.loading import load_engine
-from service.pipeline.tiers import check_tier
+from service.pipeline.tiers import check_tier, listed_tiers
 from service.pipeline.types import (
     DEFAULT_TARGET_LUFS,
     MAX_LUFS,
@@ -430,19 +429,17 @@ def _version() -> str:
 
 def _tiers(args: argparse.Namespace) -> int:
     settings = Settings()
-    found = sorted(p.parent for p in settings.models_dir.glob("*/config.json"))
+    found = listed_tiers(settings)
     if not found:
         raise ModelConfigError(
             f"no tiers in {settings.models_dir}; FOLEY_MODELS_DIR names the folder that holds them"
         )
     print(f"{'tier':<10} {'kind':<9} {'version':<8} {'size':>8}  {'speed':>15}  default")
-    for path in found:
-        raw = json.loads((path / "config.json").read_text())
-        size = sum(f.stat().st_size for f in path.iterdir() if f.suffix in (".onnx", ".json"))
-        speed = "" if args.no_speed else _speed(settings, path.name)
-        mark = "yes" if path.name == settings.default_tier else ""
-        print(f"{path.name:<10} {raw.get('kind', 'frames'):<9} {raw['version']:<8} "
-              f"{size / 1e6:6.1f} MB  {speed:>15}  {mark}")  # fmt: skip
+    for tier in found:
+        speed = "" if args.no_speed else _speed(settings, tier.name)
+        mark = "yes" if tier.name == settings.default_tier else ""
+        print(f"{tier.name:<10} {tier.kind:<9} {tier.version:<8} "
+              f"{tier.size_bytes / 1e6:6.1f} MB  {speed:>15}  {mark}")  # fmt: skip
     if not args.no_speed:
         print(f"speed: a {SPEED_CLIP_S:g} s {SPEED_SIZE[0]}x{SPEED_SIZE[1]} clip rendered to WAV "
               "on this machine, decode included")  # fmt: skip

@@ -16,7 +16,7 @@ import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import cast
 
@@ -137,7 +137,7 @@ def _with_events(job: Job, events: str | None, jobs: int) -> Job:
     if events is None:
         return job
     if events in MARKER_FORMATS:  # a format: beside each output
-        return Job(job.input, job.output, job.format, job.output.with_suffix(f".{events}"))
+        return replace(job, events=job.output.with_suffix(f".{events}"))
     if jobs > 1:
         raise InvalidInput(
             f"--events {events}: several inputs take a format (json, csv or otio), not a file",
@@ -145,7 +145,7 @@ def _with_events(job: Job, events: str | None, jobs: int) -> Job:
         )
     path = Path(events)
     marker_format(path)
-    return Job(job.input, job.output, job.format, path)
+    return replace(job, events=path)
 
 
 def _check_outputs(jobs: list[Job], force: bool) -> None:

@@ -34,6 +34,11 @@ from service.errors import InvalidInput
 from service.pipeline.types import MarkerKind, RenderResult
 
 MARKER_FORMATS = ("json", "csv", "otio")
+MEDIA_TYPES = {
+    "json": "application/json",
+    "otio": "application/vnd.opentimelineio+json",
+    "csv": "text/csv",
+}
 FALLBACK_FPS = 30.0  # a video that states no frame rate: timecodes at 30 fps
 DROP_FRAME_RATES = (30000 / 1001, 60000 / 1001)  # 29.97 and 59.94 count drop-frame
 _COLOURS = {"impact": otio.schema.MarkerColor.RED}

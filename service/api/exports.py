@@ -26,16 +26,12 @@ from service.api.uploads import receive_upload
 from service.context import REQUEST_ID
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
+from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.markers import MarkersDocument, render_markers
 from service.pipeline.tiers import check_tier
 from service.pipeline.types import OutputFormat
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
-_MARKER_TYPES = {
-    "json": "application/json",
-    "otio": "application/vnd.opentimelineio+json",
-    "csv": "text/csv",
-}
 State = Annotated[ServiceState, Depends(get_state)]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, as in the IETF draft
 
@@ -210,7 +206,7 @@ async def get_export_events(
     )
     return Response(
         render_markers(document, format),
-        media_type=_MARKER_TYPES[format],
+        media_type=MARKER_MEDIA_TYPES[format],
         headers={"Content-Disposition": f'attachment; filename="{_markers_name(record, format)}"'},
     )
 

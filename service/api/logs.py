@@ -101,7 +101,6 @@ class RequestIds:
             REQUEST_ID.reset(token)
 
 
-LOG_FORMATS = ("text", "json")
 _JSON_FIELDS = "%(asctime)s %(levelname)s %(name)s %(request_id)s %(message)s"
 
 

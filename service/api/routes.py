@@ -13,7 +13,6 @@ render; not sending the body, nor the store and clean-up that follow it.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import shutil
@@ -46,7 +45,7 @@ from service.api.uploads import FILE_FIELD, Upload, receive_upload
 from service.cache import Cache, results
 from service.errors import InvalidInput
 from service.markers import markers_document, render_markers
-from service.pipeline.tiers import check_tier
+from service.pipeline.tiers import check_tier, listed_tiers
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
@@ -149,21 +148,17 @@ async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
     default = state.ready_engine().tier.name
     loaded = state.loaded_tiers()
-    found = []
-    for config in sorted(state.settings.models_dir.glob("*/config.json")):
-        raw = json.loads(config.read_text())
-        files = [f for f in config.parent.iterdir() if f.suffix in (".onnx", ".json")]
-        found.append(
-            TierInfo(
-                name=config.parent.name,
-                kind=raw.get("kind", "frames"),
-                version=raw["version"],
-                default=config.parent.name == default,
-                loaded=config.parent.name in loaded,
-                size_bytes=sum(f.stat().st_size for f in files),
-            )
+    return [
+        TierInfo(
+            name=t.name,
+            kind=t.kind,
+            version=t.version,
+            default=t.name == default,
+            loaded=t.name in loaded,
+            size_bytes=t.size_bytes,
         )
-    return found
+        for t in listed_tiers(state.settings)
+    ]
 
 
 @router.post(
@@ -197,8 +192,7 @@ async def foley(
         )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
-        if params.tier not in (None, engine.tier.name):
-            check_tier(state.settings, params.tier)
+        if params.tier not in (None, engine.tier.name):  # engine_for refuses an unknown one
             engine = await anyio.to_thread.run_sync(state.engine_for, params.tier)
         markers = params.format if params.format in MARKER_ANSWERS else None
         options = RenderOptions(

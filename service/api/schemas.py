@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.pipeline.types import (
     AUDIO_FORMATS,
     DEFAULT_TARGET_LUFS,
@@ -27,8 +28,7 @@ MEDIA_TYPES: dict[str, str] = {
     "mp4": "video/mp4",
     "mov": "video/quicktime",
     "mkv": "video/x-matroska",
-    "events": "application/json",
-    "otio": "application/vnd.opentimelineio+json",
+    **{answer: MARKER_MEDIA_TYPES[fmt] for answer, fmt in MARKER_ANSWERS.items()},
 }
 assert set(MEDIA_TYPES) == AUDIO_FORMATS | VIDEO_FORMATS | set(MARKER_ANSWERS)
 

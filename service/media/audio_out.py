@@ -16,7 +16,7 @@ from __future__ import annotations
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, Protocol
 
 import av
 import numpy as np
@@ -65,6 +65,17 @@ class ExactResampler:
     def _count(self, chunks: list[np.ndarray]) -> list[np.ndarray]:
         self._samples_out += sum(len(c) for c in chunks)
         return chunks
+
+
+class Sink(Protocol):
+    """Where a rendered track goes: an audio file (AudioWriter), the muxed video
+    (service.media.mux.FoleyMuxer), or a LevelledSink in front of either."""
+
+    def write(self, samples: np.ndarray) -> None: ...
+
+    def __enter__(self) -> Sink: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
 
 
 class AudioWriter:

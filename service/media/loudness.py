@@ -37,12 +37,12 @@ import math
 import tempfile
 from collections.abc import Iterator
 from types import TracebackType
-from typing import IO, Protocol
+from typing import IO
 
 import av
 import numpy as np
 
-from service.media.audio_out import mono_frame
+from service.media.audio_out import Sink, mono_frame
 from service.pipeline.types import DEFAULT_TARGET_LUFS, Levelling, Loudness
 
 CEILING_DBTP = -1.0
@@ -57,14 +57,6 @@ LIMITER_RELEASE_MS = 20.0
 LEVEL_ROUNDS = 8
 LEVEL_TOLERANCE_LU = 0.1
 CHUNK_SAMPLES = 48000
-
-
-class Sink(Protocol):
-    def write(self, samples: np.ndarray) -> None: ...
-
-    def __enter__(self) -> Sink: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
 
 
 class _Filters:
@@ -150,8 +142,9 @@ def measure(samples: np.ndarray, sample_rate: int) -> Loudness:
 
 
 class LevelledSink:
-    """A Sink that brings the track to `target_lufs` before `output` receives it (on close, in
-    one pass over the spooled track). `levelling` is set once closed."""
+    """A Sink that brings the track to `target_lufs` before `output` receives it (on close: a
+    few passes over the spooled track find the gain, one more writes it out). `levelling` is
+    set once closed."""
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ from service.cache.base import Cache
 from service.config import Settings
 from service.errors import InvalidInput, MediaError, ModelConfigError
 from service.media import decode
-from service.media.audio_out import AudioWriter
+from service.media.audio_out import AudioWriter, Sink
 from service.media.decode import DecodeLimits, open_video
 from service.media.loudness import LevelledSink
 from service.media.mux import FoleyMuxer
@@ -41,7 +41,7 @@ from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, is_contact_tier, load_contact_tier
 from service.pipeline.contract import TierConfig, load_tier
 from service.pipeline.memo import FeatureCache, WindowMemo
-from service.pipeline.preprocess import FrameResampler
+from service.pipeline.preprocess import FrameResampler, ModelFrames
 from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
 from service.pipeline.types import (
     AUDIO_FORMATS,
@@ -299,12 +299,10 @@ class FrameRateSynth:
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
         """In bounded pieces (a source that holds one frame for minutes is minutes of model
         frames, made and voiced a piece at a time), lazily; `t0` is known on return."""
-        if len(pts_s) and self.resampler.t0 is None:
-            self.resampler.t0 = float(pts_s[0])
-        return self._voiced(pts_s, rgb)
+        return self._voiced(self.resampler.chunks(pts_s, rgb))
 
-    def _voiced(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
-        for frames in self.resampler.chunks(pts_s, rgb):
+    def _voiced(self, pieces: Iterator[ModelFrames]) -> Iterator[np.ndarray]:
+        for frames in pieces:
             yield from self.synth.push(frames)
 
     def finish(self, duration_s: float) -> Iterator[np.ndarray]:
@@ -334,16 +332,6 @@ class ContactClipSynth:
 
     def finish(self, duration_s: float) -> Iterator[np.ndarray]:
         return self.synth.finish(duration_s)
-
-
-class Sink(Protocol):
-    """Where the track goes: an audio file or the muxed video."""
-
-    def write(self, samples: np.ndarray) -> None: ...
-
-    def __enter__(self) -> Sink: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
 
 
 def _write(chunks: Iterator[np.ndarray], sink: Sink, stage: str, timer: StageTimer) -> None:

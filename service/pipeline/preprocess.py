@@ -54,10 +54,6 @@ class FrameResampler:
         self._last_pts: float | None = None  # relative to t0
         self._last_rgb: np.ndarray | None = None
 
-    def time_of(self, index: int) -> float:
-        assert self.t0 is not None
-        return self.t0 + index / self.fps
-
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> ModelFrames | None:
         """Feed source frames (increasing pts); returns the model frames now determined."""
         return _joined(list(self.chunks(pts_s, rgb)))
@@ -67,10 +63,15 @@ class FrameResampler:
         return _joined(list(self.finish_chunks(num_frames)))
 
     def chunks(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[ModelFrames]:
+        """Lazily, the frames; `t0` is set at once (a caller needs it before iterating)."""
+        if len(pts_s) and self.t0 is None:
+            self.t0 = float(pts_s[0])
+        return self._chunks(pts_s, rgb)
+
+    def _chunks(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[ModelFrames]:
         if len(pts_s) == 0:
             return
-        if self.t0 is None:
-            self.t0 = float(pts_s[0])
+        assert self.t0 is not None
         out = _Out(self.next_index)
         for pts, frame in zip(pts_s.tolist(), rgb, strict=True):
             at = pts - self.t0

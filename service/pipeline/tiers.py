@@ -3,12 +3,35 @@
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
+
 from service.config import Settings
 from service.errors import InvalidInput
 
 
 def installed_tiers(settings: Settings) -> list[str]:
     return sorted(p.parent.name for p in settings.models_dir.glob("*/config.json"))
+
+
+@dataclass(frozen=True)
+class TierListing:
+    name: str
+    kind: str  # "frames" or "contacts"
+    version: str
+    size_bytes: int  # its config and graphs on disk
+
+
+def listed_tiers(settings: Settings) -> list[TierListing]:
+    """Each installed tier as its config describes it, by name."""
+    found = []
+    for name in installed_tiers(settings):
+        folder = settings.models_dir / name
+        raw = json.loads((folder / "config.json").read_text())
+        files = [f for f in folder.iterdir() if f.suffix in (".onnx", ".json")]
+        size = sum(f.stat().st_size for f in files)
+        found.append(TierListing(name, raw.get("kind", "frames"), raw["version"], size))
+    return found
 
 
 def tier_exists(settings: Settings, tier: str) -> bool:

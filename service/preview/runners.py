@@ -156,12 +156,11 @@ class ContactRunner:
         start = synth.renderer.taken
         audio = list(run())  # a live stream's gaps are bounded (protocol.MAX_FRAME_GAP_S)
         end = synth.renderer.taken
-        rate, names = self.tier.sample_rate, self.tier.materials
+        rate = self.tier.sample_rate
         onsets = [
-            LiveOnset(n, ContactMarker(e.time_s, "impact", e.impulse, names[e.material]))
-            for e, n in ((f.event, int(np.ceil(f.event.time_s * rate - 1e-9)))
-                         for f in synth.fired[-64:])
+            LiveOnset(n, synth.marker_of(f.event))
+            for f, n in ((f, int(np.ceil(f.event.time_s * rate - 1e-9))) for f in synth.fired[-64:])
             if start <= n < end
-        ]  # fmt: skip
+        ]
         onsets.sort(key=lambda o: o.sample)
         return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), onsets)

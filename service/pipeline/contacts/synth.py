@@ -146,10 +146,13 @@ class ContactSynth:
     @property
     def markers(self) -> tuple[ContactMarker, ...]:
         """The events fired, in time order, as the timeline sees them."""
-        names = self.tier.materials
         return tuple(
-            ContactMarker(e.time_s, "impact", e.impulse, names[e.material])
-            for e in sorted((f.event for f in self.fired), key=lambda e: e.time_s)
+            self.marker_of(e) for e in sorted((f.event for f in self.fired), key=lambda e: e.time_s)
+        )
+
+    def marker_of(self, event: Event) -> ContactMarker:
+        return ContactMarker(
+            event.time_s, "impact", event.impulse, self.tier.materials[event.material]
         )
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
