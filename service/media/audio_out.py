@@ -69,7 +69,10 @@ class ExactResampler:
 
 class Sink(Protocol):
     """Where a rendered track goes: an audio file (AudioWriter), the muxed video
-    (service.media.mux.FoleyMuxer), or a LevelledSink in front of either."""
+    (service.media.mux.FoleyMuxer), or a LevelledSink in front of either. `notes`: what it had
+    to repair in the input to write it, known once closed."""
+
+    notes: tuple[str, ...]
 
     def write(self, samples: np.ndarray) -> None: ...
 
@@ -90,6 +93,7 @@ class AudioWriter:
         if fmt not in _CODECS:
             raise ValueError(f"audio format must be one of {sorted(_CODECS)}, not {fmt!r}")
         self.in_rate, self.out_rate = in_rate, out_rate
+        self.notes: tuple[str, ...] = ()  # a track is written as it comes
         self._container = av.open(str(path), "w", format=fmt)
         self._stream = self._container.add_stream(_CODECS[fmt], rate=out_rate, layout="mono")
         self._stream.format = "s16"

@@ -164,6 +164,10 @@ class LevelledSink:
     def __enter__(self) -> LevelledSink:
         return self
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self.output.notes
+
     def write(self, samples: np.ndarray) -> None:
         samples = np.ascontiguousarray(samples, np.float32)
         self._spool.write(samples.tobytes())

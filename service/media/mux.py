@@ -13,6 +13,11 @@ samples (first packet pts = -1024); Matroska stores that as CodecDelay by itself
 `mp4_edits.set_track_edit` (see there). `movie_timescale` is a common multiple of the video's and
 the track's rates, so edit lists are exact rather than rounded to FFmpeg's default 1/1000 s.
 
+Copied packets keep their timestamps unless the output cannot store them: a decode time that
+goes back or (MP4/MOV) repeats, or comes after its presentation time, is moved forward the way
+FFmpeg's own command line does it, and `notes` says how many were moved. Players then show those
+frames a little later than the source file says; refusing the file would give no video at all.
+
 Memory is bounded: packets are copied one at a time, the track waits in at most one AAC frame
 (1024 samples), and packets go out in timestamp order so the muxer's interleaving queue stays
 short.
@@ -46,6 +51,7 @@ _AAC_BIT_RATE = 128_000
 _AAC_OPTIONS = {"aac_coder": "fast"}
 FOLEY_TITLE = "Foley"
 _MAX_MOVIE_TIMESCALE = 1 << 22  # beyond this, fall back to the audio rate (rounding < 1 sample)
+_AVFMT_TS_NONSTRICT = 0x20000  # libavformat: equal decode times are allowed (Matroska)
 
 
 class FoleyMuxer:
@@ -75,6 +81,8 @@ class FoleyMuxer:
         self._samples = 0
         self._priming: int | None = None
         self._start = round(start_s * out_rate)  # pts of track sample 0
+        self._last_dts: dict[int, tuple[int, Fraction]] = {}  # by output stream index
+        self._fixed = {"moved": 0, "filled": 0}  # copied packets whose timestamps were fixed
         # Closed here if opening fails; otherwise kept open until __exit__.
         with _as_media_error(container, output_path), contextlib.ExitStack() as closers:
             self._open(video_path, replace_audio, closers)
@@ -109,10 +117,27 @@ class FoleyMuxer:
         self._track.metadata["language"] = "und"
         _start(self._out, copied, self._container)
         self._packets = (p for p in src.demux(*copied) if p.size)  # no flush packets
+        self._strict = not self._out.format.flags & _AVFMT_TS_NONSTRICT
         self._next_packet: av.Packet | None = None
 
     def __enter__(self) -> FoleyMuxer:
         return self
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        notes = []
+        if self._fixed["moved"]:
+            notes.append(
+                f"{self._fixed['moved']} packets of the video had timestamps out of order or "
+                f"repeated, which {self._container} cannot store: they were moved to the next "
+                "time it can"
+            )
+        if self._fixed["filled"]:
+            notes.append(
+                f"{self._fixed['filled']} packets of the video had no timestamps: each was "
+                "given the time one frame after the one before"
+            )
+        return tuple(notes)
 
     def __exit__(
         self,
@@ -181,8 +206,61 @@ class FoleyMuxer:
             if t is not None and at is not None and at * packet.time_base >= t:
                 return
             packet.stream = self._outputs[packet.stream.index]
+            fixed = _fix_timestamps(
+                packet, self._last_dts, strict=self._strict, start_s=self._start_s
+            )
+            if fixed:
+                self._fixed[fixed] += 1
             self._out.mux(packet)
             self._next_packet = None
+
+
+def _fix_timestamps(
+    packet: av.Packet, last: dict[int, tuple[int, Fraction]], *, strict: bool, start_s: float
+) -> str | None:
+    """Make `packet`'s timestamps ones the muxer takes, as FFmpeg's command line does
+    (fftools/ffmpeg_mux.c, and `-fflags +genpts`): a packet without any is "filled" one frame
+    after its stream's last (the first at `start_s`); a decode time after the presentation time
+    becomes the median of the two and the next allowed time, and one not after the stream's
+    last (`strict`: not equal either) the next allowed time: "moved". `last`: each stream's last
+    decode time, in ticks and exactly in seconds. -> what was done, if anything."""
+    pts, dts = packet.pts, packet.dts
+    index, tb = packet.stream.index, packet.time_base
+    previous, previous_s = last.get(index, (None, None))
+    done = None
+    if dts is None:
+        if pts is not None:  # the muxer derives it (B-frames in Matroska)
+            return None
+        # Seconds, exact, so that rounding to ticks does not add up over a long file.
+        step_s = _step_s(packet)
+        at_s = Fraction(start_s) if previous_s is None else previous_s + step_s
+        pts = dts = round(at_s / tb)
+        done = "filled"
+    else:
+        at_s = dts * tb
+    if pts is not None and dts > pts:
+        pts = dts = pts if previous is None else sorted((pts, dts, previous + 1))[1]
+        done = "moved"
+    if previous is not None:
+        floor = previous + strict
+        if dts < floor:
+            if pts is not None and pts >= dts:
+                pts = max(pts, floor)
+            dts = floor
+            done = done or "moved"
+    if done:
+        packet.pts, packet.dts = pts, dts
+    last[index] = (dts, at_s if done == "filled" else dts * tb)
+    return done
+
+
+def _step_s(packet: av.Packet) -> Fraction:
+    """A packet's duration: a video frame at the stream's rate (stored durations are rounded
+    to the time base: a millisecond each in Matroska), else as stored."""
+    rate = getattr(packet.stream, "average_rate", None)
+    if rate:
+        return 1 / Fraction(rate)
+    return packet.duration * packet.time_base if packet.duration else Fraction(1, 30)
 
 
 def mux_audio_into_video(

@@ -128,6 +128,7 @@ def _decode(
         if t is None:  # no pts: best effort, one nominal frame after the previous one
             t = last + step if frames else info.start_s
         if t <= last:  # out-of-order or duplicate timestamp: keep pts strictly increasing
+            damage.out_of_order += 1
             continue
         if frames == 0:
             first = t
@@ -162,6 +163,7 @@ class _Damage:
 
     def __init__(self) -> None:
         self.packets = self.skipped = 0
+        self.out_of_order = 0  # frames left out: their time went back or repeated
         self.cut_short = False
 
     def frames(
@@ -201,6 +203,9 @@ class _Damage:
         if self.skipped:
             notes.append(f"{self.skipped} of {self.packets} video packets could not be decoded "
                          "and were skipped")  # fmt: skip
+        if self.out_of_order:
+            notes.append(f"{self.out_of_order} video frames were left out of the sound: their "
+                         "timestamps went back or repeated")  # fmt: skip
         if self.cut_short:
             notes.append("the file breaks off before its end")
         return notes

@@ -132,6 +132,7 @@ class FoleyEngine:
             input_path, open_sink, stage, synth, timer, progress
         )
         levelling = opened[0].levelling if isinstance(opened[0], LevelledSink) else None
+        notes = (*notes, *opened[0].notes)
         timer.seconds["total"] = time.perf_counter() - started
         return RenderResult(
             output=output_path,

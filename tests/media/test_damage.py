@@ -80,3 +80,18 @@ def test_a_file_cut_short_keeps_its_length_and_says_so(
     assert any("the track runs on, silent" in w for w in result.warnings)
     clean = real_engine.render(whole, tmp_path / "whole.wav", RenderOptions(format="wav"))
     assert clean.warnings == () and clean.frames == 90
+
+
+@pytest.mark.slow
+def test_a_video_with_timestamps_out_of_order_renders_to_every_container(
+    real_engine, tmp_path: Path
+) -> None:
+    clip = videos.encode_clip(tmp_path / "in.mkv", codec="mjpeg", fps=30, frames=12)
+    videos.set_mkv_frame_times(clip.path, [0, 67, 33, 100, 133, 133, 200, 167, 233, 267, 267, 300])
+    for container in ("wav", "mp4", "mov", "mkv"):
+        out = tmp_path / f"out.{container}"
+        result = real_engine.render(clip.path, out, RenderOptions(format=container))
+        assert result.frames == 8 and out.stat().st_size > 0  # 4 times went back or repeated
+        assert "4 video frames were left out of the sound" in result.warnings[0]
+        moved = [w for w in result.warnings if "timestamps out of order or repeated" in w]
+        assert len(moved) == (container != "wav")

@@ -17,6 +17,7 @@ class Collected:
     def __init__(self) -> None:
         self.chunks: list[np.ndarray] = []
         self.exited_with: object = "open"
+        self.notes: tuple[str, ...] = ()
 
     def write(self, samples: np.ndarray) -> None:
         self.chunks.append(np.array(samples, np.float32))

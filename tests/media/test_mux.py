@@ -10,7 +10,7 @@ import pytest
 from service.errors import MediaError
 from service.media.audio_out import AudioWriter
 from service.media.mux import FOLEY_TITLE, FoleyMuxer, mux_audio_into_video
-from tests.media.videos import Clip, encode_clip, packet_bytes
+from tests.media.videos import Clip, encode_clip, packet_bytes, set_mkv_frame_times
 
 BURST_AT_S = 0.5  # a 10 ms 1 kHz burst in the Foley track, 0.5 s after the first video frame
 
@@ -180,3 +180,68 @@ def test_a_failed_render_leaves_no_partial_video(tmp_path: Path) -> None:
         muxer.write(np.zeros(48000, np.float32))
         raise RuntimeError("inference failed")
     assert not out.exists()
+
+
+# Stored in this order: 33 ms comes after 67 ms, 133 and 267 ms twice.
+DISORDERED_MS = [0, 67, 33, 100, 133, 133, 200, 167, 233, 267, 267, 300]
+
+
+def disordered_mkv(path: Path) -> Path:
+    clip = encode_clip(path, codec="mjpeg", fps=30, frames=len(DISORDERED_MS))
+    set_mkv_frame_times(clip.path, DISORDERED_MS)
+    return clip.path
+
+
+@pytest.mark.parametrize(("container", "moved"), [("mp4", 4), ("mov", 4), ("mkv", 2)])
+def test_timestamps_out_of_order_or_repeated_are_moved_not_refused(
+    tmp_path: Path, container: str, moved: int
+) -> None:
+    """A container that cannot store a decode time going back (any) or repeating (MP4, MOV)
+    gets the next time it can, as FFmpeg's command line gives it; every frame is kept."""
+    source = disordered_mkv(tmp_path / "in.mkv")
+    out = tmp_path / f"out.{container}"
+    with FoleyMuxer(
+        source, out, container=container, start_s=0.0, in_rate=48000, out_rate=48000
+    ) as muxer:
+        muxer.write(np.zeros(16000, np.float32))
+    assert len(muxer.notes) == 1 and muxer.notes[0].startswith(f"{moved} packets of the video")
+    assert packet_bytes(out) == packet_bytes(source)
+    with av.open(str(out)) as written:
+        stream = written.streams.video[0]
+        dts = [p.dts * stream.time_base for p in written.demux(stream) if p.size]
+    steps = np.diff(np.array(dts, float))
+    assert (steps > 0).all() if container != "mkv" else (steps >= 0).all()
+    assert float(dts[-1]) <= DISORDERED_MS[-1] / 1000 + 0.01  # moved by a tick, not a frame
+
+
+def test_timestamps_in_order_are_copied_as_they_are(tmp_path: Path) -> None:
+    clip = encode_clip(tmp_path / "in.mkv", codec="mjpeg", fps=30, frames=12)
+    out = tmp_path / "out.mp4"
+    with FoleyMuxer(
+        clip.path, out, container="mp4", start_s=0.0, in_rate=48000, out_rate=48000
+    ) as muxer:
+        muxer.write(np.zeros(16000, np.float32))
+    assert muxer.notes == ()
+
+
+def test_packets_without_timestamps_are_given_them(tmp_path: Path) -> None:
+    """FFmpeg reads Matroska blocks timed before zero without any timestamps; they are copied
+    one frame apart from the first frame's time, as `-fflags +genpts` would."""
+    clip = encode_clip(tmp_path / "in.mkv", fps=30, frames=12)
+    with av.open(str(clip.path)) as source:
+        stored = [p.pts for p in source.demux(video=0) if p.size]
+    set_mkv_frame_times(clip.path, [t - 1000 for t in stored])
+    with av.open(str(clip.path)) as source:
+        assert {(p.pts, p.dts) for p in source.demux(video=0) if p.size} == {(None, None)}
+    out = tmp_path / "out.mp4"
+    with FoleyMuxer(
+        clip.path, out, container="mp4", start_s=0.5, in_rate=48000, out_rate=48000
+    ) as muxer:
+        muxer.write(np.zeros(16000, np.float32))
+    assert muxer.notes == ("12 packets of the video had no timestamps: each was given the time "
+                           "one frame after the one before",)  # fmt: skip
+    assert packet_bytes(out) == packet_bytes(clip.path)
+    with av.open(str(out)) as written:
+        stream = written.streams.video[0]
+        dts = [float(p.dts * stream.time_base) for p in written.demux(stream) if p.size]
+    np.testing.assert_allclose(dts, 0.5 + np.arange(12) / 30, atol=1e-3)

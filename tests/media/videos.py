@@ -225,3 +225,35 @@ def write_resolution_switch_mkv(path: Path, sizes: Sequence[tuple[int, int]]) ->
             packet.pts = packet.dts = i
             packet.time_base = Fraction(1, 25)
             out.mux(packet)
+
+
+def set_mkv_frame_times(path: Path, times_ms: Sequence[int]) -> None:
+    """Rewrite the time of each block of a one-stream Matroska file, in storage order: any order
+    and repeats, which muxers refuse to write but files in the wild carry (VFR remuxes, screen
+    recorders)."""
+    data = bytearray(path.read_bytes())
+    blocks: list[tuple[int, int]] = []  # (offset of the block's int16 time, its cluster's time)
+
+    def vint(at: int, *, marker: bool) -> tuple[int, int]:
+        length = 9 - data[at].bit_length()
+        value = int.from_bytes(data[at : at + length], "big")
+        return (value if marker else value & ((1 << 7 * length) - 1)), at + length
+
+    def walk(start: int, end: int) -> None:
+        cluster_ms, at = 0, start
+        while at < end:
+            element, at = vint(at, marker=True)
+            size, body = vint(at, marker=False)
+            if element in (0x18538067, 0x1F43B675):  # Segment, Cluster
+                walk(body, body + size)
+            elif element == 0xE7:  # the cluster's Timestamp
+                cluster_ms = int.from_bytes(data[body : body + size], "big")
+            elif element == 0xA3:  # SimpleBlock: track number (vint), int16 time, flags
+                blocks.append((vint(body, marker=False)[1], cluster_ms))
+            at = body + size
+
+    walk(0, len(data))
+    assert len(blocks) == len(times_ms), f"{len(blocks)} blocks, {len(times_ms)} times"
+    for (at, cluster_ms), t in zip(blocks, times_ms, strict=True):
+        struct.pack_into(">h", data, at, t - cluster_ms)
+    path.write_bytes(bytes(data))
