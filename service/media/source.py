@@ -19,10 +19,12 @@ up as 0x0 and is rejected as corrupt; sizes between `max_pixels` and that are `t
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import av
+import av.logging
 from av.container import InputContainer
 from av.video.stream import VideoStream
 
@@ -41,6 +43,8 @@ _OPEN_OPTIONS = {
     "protocol_whitelist": "file",
     "format_whitelist": ",".join(sorted(ALLOWED_FORMATS)),
 }
+# FFmpeg's av_image_check_size2, refusing a frame over the decoder's max_pixels.
+_OVER_MAX_PIXELS = re.compile(r"Picture size (\d+)x(\d+) exceeds specified max pixel count")
 # Average frame rate above which a clip is refused (frames are counted against the duration limit).
 MAX_FPS = 240.0
 
@@ -81,12 +85,40 @@ class VideoInfo:
     own_duration: bool = False
 
 
-def open_input(path: Path) -> InputContainer:
-    """Open a local file with the protocol and format whitelists; never pass a URL."""
+def open_input(path: Path, *, max_pixels: int | None = None) -> InputContainer:
+    """Open a local file with the protocol and format whitelists; never pass a URL.
+
+    Opening decodes a frame or two of each stream to learn what the headers leave out, at the
+    size the headers declare: `max_pixels` makes those decoders refuse a larger frame instead
+    of allocating it (a 2 KB file can declare 16000x16000 4:4:4 at 10 bits, gigabytes a frame),
+    and the refusal is `too_many_pixels`. It reads FFmpeg's log of all threads while opening:
+    for the decoder's own process."""
+    if max_pixels is None:
+        return _open(path, {})
+    level = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)  # without a level FFmpeg's log reaches no one
+    try:
+        with av.logging.Capture(local=False) as logs:
+            container = _open(path, {"max_pixels": str(max_pixels)})
+    finally:
+        av.logging.set_level(level)
+    for _, _, message in logs:
+        if refused := _OVER_MAX_PIXELS.search(message):
+            container.close()
+            width, height = refused.groups()
+            raise LimitExceeded(
+                f"The video frame is {width}x{height}, more than the {max_pixels} pixel limit.",
+                code="too_many_pixels",
+            )
+    return container
+
+
+def _open(path: Path, options: dict[str, str]) -> InputContainer:
     try:
         return av.open(
             "file:" + str(Path(path).resolve()),
             container_options=_OPEN_OPTIONS,
+            options=options,
             metadata_errors="replace",
         )
     except av.error.ArgumentError as exc:  # EINVAL: the probed format is not on the whitelist

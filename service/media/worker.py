@@ -62,7 +62,7 @@ def run(conn: Connection, job: DecodeJob) -> None:
         if job.limits.memory_bytes:
             limit = job.limits.memory_bytes
             resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
-        with open_input(Path(job.path)) as container:
+        with open_input(Path(job.path), max_pixels=job.limits.max_pixels) as container:
             stream, info = inspect(container, job.limits)
             conn.send(("info", info))
             if job.fault is not None:

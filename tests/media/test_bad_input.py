@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 import threading
 import time
 import zipfile
@@ -113,6 +115,35 @@ def test_max_pixels_rejects_a_large_header_before_decoding(
     assert caught.value.code == "too_many_pixels"
     assert "8000x8000" in caught.value.reason
     assert time.perf_counter() - started < 2.0
+
+
+def test_a_declared_huge_h264_frame_is_refused_without_being_allocated(
+    tmp_path: Path, limits: DecodeLimits
+) -> None:
+    """Opening a file decodes a frame to learn what its headers leave out: at 16000x16000
+    4:4:4 10-bit that is 1.5 GB. The pixel limit reaches that decoder, so the header's size is
+    refused having allocated none of it (peak RSS of a process that only opens the file)."""
+    path = tmp_path / "upload.mp4"
+    videos.write_h264_declaring(path, 16000, 16000)
+    assert path.stat().st_size < 4096
+    with pytest.raises(LimitExceeded) as caught:
+        probe(path, limits=limits)
+    assert caught.value.code == "too_many_pixels"
+    assert "16000x16000" in caught.value.reason
+    opening = f"""
+import resource, sys
+from service.errors import LimitExceeded
+from service.media.source import open_input
+try:
+    open_input(sys.argv[1], max_pixels={limits.max_pixels})
+except LimitExceeded as exc:
+    print(exc.code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+"""
+    run = subprocess.run(
+        [sys.executable, "-c", opening, str(path)], capture_output=True, text=True, check=True
+    )
+    code, peak_kib = run.stdout.split()
+    assert code == "too_many_pixels" and int(peak_kib) * 1024 < 400 * 2**20
 
 
 def test_max_pixels_applies_to_a_real_clip(tmp_path: Path, limits: DecodeLimits) -> None:

@@ -202,6 +202,78 @@ def _vol_size_bits(width: int, height: int) -> np.ndarray:
     return np.array([(v >> (n - 1 - i)) & 1 for v, n in fields for i in range(n)], np.uint8)
 
 
+def write_h264_declaring(path: Path, width: int, height: int) -> None:
+    """An MP4 of three 64x48 H.264 4:4:4 10-bit frames whose SPS declares `width` x `height`
+    (multiples of 16): 1.5 KB that a decoder opening it would allocate full-size frames for."""
+    source = path.with_suffix(".src.mp4")
+    with av.open(str(source), "w") as out:
+        stream = out.add_stream("libx264", rate=25, options={"preset": "ultrafast"})
+        stream.width, stream.height, stream.pix_fmt = 64, 48, "yuv444p10le"
+        for i in range(3):
+            frame = av.VideoFrame.from_ndarray(_image(i, 64, 48), format="rgb24")
+            frame = frame.reformat(format="yuv444p10le")
+            frame.pts = i
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    with av.open(str(source)) as src, av.open(str(path), "w") as out:
+        template = src.streams.video[0]
+        avcc = template.codec_context.extradata  # 6 bytes, SPS length, SPS, PPS...
+        (n,) = struct.unpack(">H", avcc[6:8])
+        sps = _sps_with_size(avcc[8 : 8 + n], width, height)
+        stream = out.add_stream_from_template(template, opaque=True)
+        stream.codec_context.extradata = (
+            avcc[:6] + struct.pack(">H", len(sps)) + sps + avcc[8 + n :]
+        )
+        stream.codec_context.width, stream.codec_context.height = width, height
+        for packet in src.demux(template):
+            if packet.size:
+                packet.stream = stream
+                out.mux(packet)
+
+
+def _sps_with_size(sps: bytes, width: int, height: int) -> bytes:
+    """An H.264 SPS NAL (High profiles, frame coding, no scaling matrices, picture order count
+    type 0 or 2) with another picture size; the fields after it are kept bit for bit."""
+    rbsp = sps[1:].replace(b"\x00\x00\x03", b"\x00\x00")
+    bits = "".join(f"{b:08b}" for b in rbsp)
+    at = 24  # profile_idc, constraint flags, level_idc
+
+    def ue() -> int:  # one Exp-Golomb code
+        nonlocal at
+        zeros = bits.index("1", at) - at
+        value = int(bits[at + zeros : at + 2 * zeros + 1], 2) - 1
+        at += 2 * zeros + 1
+        return value
+
+    ue()  # seq_parameter_set_id
+    if rbsp[0] in (100, 110, 122, 244):
+        at += ue() == 3  # chroma_format_idc; separate_colour_plane_flag
+        ue(), ue()  # bit_depth_luma_minus8, bit_depth_chroma_minus8
+        assert bits[at + 1] == "0", "scaling matrices"
+        at += 2  # qpprime_y_zero_transform_bypass_flag, seq_scaling_matrix_present_flag
+    ue()  # log2_max_frame_num_minus4
+    poc_type = ue()
+    assert poc_type in (0, 2), "pic_order_cnt_type"
+    if poc_type == 0:
+        ue()  # log2_max_pic_order_cnt_lsb_minus4
+    ue()  # max_num_ref_frames
+    at += 1  # gaps_in_frame_num_value_allowed_flag
+    head = bits[:at]
+    ue(), ue()  # pic_width_in_mbs_minus1, pic_height_in_map_units_minus1
+
+    def code(value: int) -> str:
+        return f"{value + 1:b}".rjust(2 * (value + 1).bit_length() - 1, "0")
+
+    out = head + code(width // 16 - 1) + code(height // 16 - 1) + bits[at:].rstrip("0")
+    out += "0" * (-len(out) % 8)  # the stop bit is kept; pad to a byte
+    escaped = bytearray()
+    for byte in int(out, 2).to_bytes(len(out) // 8, "big"):
+        if escaped[-2:] == b"\x00\x00" and byte <= 3:  # emulation prevention
+            escaped.append(3)
+        escaped.append(byte)
+    return sps[:1] + bytes(escaped)
+
+
 def write_resolution_switch_mkv(path: Path, sizes: Sequence[tuple[int, int]]) -> None:
     """H.264 in Matroska whose frame size changes mid-stream (a new SPS per segment)."""
     raw = b""
