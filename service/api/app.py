@@ -68,8 +68,8 @@ def create_app(
 
 
 def _name_the_tiers(app: FastAPI, tiers: list[str]) -> None:
-    """The schema's `tier` parameters list this deployment's tiers: a client (or a generated
-    test) sees which names are taken, not any string."""
+    """The schema's `tier` parameters and form fields list this deployment's tiers: a client
+    (or a generated test) sees which names are taken, not any string."""
     if not tiers:
         return
     generate = app.openapi
@@ -85,6 +85,11 @@ def _name_the_tiers(app: FastAPI, tiers: list[str]) -> None:
                                 "anyOf": [{"type": "string", "enum": tiers}, {"type": "null"}],
                                 "title": "Tier",
                             }
+                    content = operation.get("requestBody", {}).get("content", {})
+                    for body in content.values():
+                        field = body["schema"].get("properties", {}).get("tier")
+                        if field is not None:
+                            field["enum"] = tiers
         return app.openapi_schema
 
     app.openapi = openapi  # type: ignore[method-assign]

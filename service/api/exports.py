@@ -1,5 +1,6 @@
 """Export jobs over HTTP: `POST /v1/exports` (202 + job), `GET /v1/exports/{id}` (state,
-progress, timings, error), `GET /v1/exports/{id}/result`, `DELETE /v1/exports/{id}` (cancel).
+progress, timings, error), `GET /v1/exports/{id}/result`, `POST /v1/exports/{id}/cancel`,
+`DELETE /v1/exports/{id}` (the job and its files are gone).
 
 The routes only move bytes and records: `service.jobs.JobManager` decides, and the render runs
 in the embedded pool or on Celery workers. Blocking store calls (Redis) run in worker threads.
@@ -40,7 +41,9 @@ class ExportParams(FoleyParams):
     format: OutputFormat = Field(
         default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
     )
-    tier: str | None = Field(default=None, description="Model tier (default: the export tier)")
+    tier: str | None = Field(
+        default=None, min_length=1, description="Model tier (default: the export tier)"
+    )
 
 
 class ExportJob(BaseModel):
@@ -184,7 +187,10 @@ async def get_export_result(job_id: str, state: State, tenant: Tenant) -> FileRe
 @router.get(
     "/{job_id}/events",
     responses={
-        200: {"description": "The result's contact markers", "content": {"application/json": {}}},
+        200: {
+            "description": "The result's contact markers",
+            "content": {media_type: {} for media_type in MARKER_MEDIA_TYPES.values()},
+        },
         **_responses(401, 404, 409, 410),
     },
 )
@@ -216,11 +222,20 @@ def _markers_name(record: JobRecord, fmt: str) -> str:
     return download_name(record.filename, record.format).rsplit(".", 1)[0] + f".{fmt}"
 
 
-@router.delete("/{job_id}", status_code=202, responses=_responses(401, 404, 409))
+@router.post("/{job_id}/cancel", status_code=202, responses=_responses(401, 404, 409))
 async def cancel_export(job_id: str, state: State, tenant: Tenant) -> ExportJob:
-    """Cancel: a queued job at once, a running one at its next window (poll for `cancelled`)."""
+    """Cancel: a queued job at once, a running one at its next window (poll for `cancelled`).
+    The record stays, as for any finished job, until it expires or is deleted."""
     record = await anyio.to_thread.run_sync(jobs_of(state).cancel, tenant, job_id)
     return to_wire(record)
+
+
+@router.delete("/{job_id}", status_code=204, responses=_responses(401, 404))
+async def delete_export(job_id: str, state: State, tenant: Tenant) -> Response:
+    """Delete the job, whatever its state: its record, result and markers are gone at once (the
+    id answers 404 from then on); one still running stops at its next window."""
+    await anyio.to_thread.run_sync(jobs_of(state).delete, tenant, job_id)
+    return Response(status_code=204)
 
 
 def to_wire(record: JobRecord) -> ExportJob:

@@ -62,6 +62,7 @@ _ERRORS = {
     503: "Model not loaded yet, or too many renders waiting",
 }
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
+_UPLOAD = {"type": "string", "format": "binary", "minLength": 1}  # an empty file is refused
 _ERROR_401 = {"model": ErrorResponse, "description": _ERRORS[401]}
 _ERROR_503 = {"model": ErrorResponse, "description": "The model is not loaded yet"}
 _FOLEY_RESPONSES: dict[int | str, dict] = {
@@ -81,22 +82,23 @@ _FOLEY_RESPONSES: dict[int | str, dict] = {
 
 def upload_body(params: type[FoleyParams]) -> dict:
     """The OpenAPI request body of an upload route: its `file`, and the parameters `params`
-    takes, which may come as form fields as well as query parameters (given both ways, they
-    must agree). The body is streamed by hand (service.api.uploads), so FastAPI cannot derive
-    its schema."""
+    takes, which may come as form fields as well as query parameters (a form field overrides
+    the query parameter of its name). The body is streamed by hand (service.api.uploads), so
+    FastAPI cannot derive its schema."""
     return {
         "requestBody": {
             "required": True,
             "description": f"The video as the multipart field `{FILE_FIELD}`; the options as "
-            "form fields or query parameters (given both ways, they must agree).",
+            "form fields or query parameters (a form field overrides the query parameter of its "
+            "name).",
             "content": {
                 "multipart/form-data": {
                     "schema": {
                         "type": "object",
                         "required": [FILE_FIELD],
                         "properties": {
-                            FILE_FIELD: _BINARY["schema"],
-                            **params.model_json_schema()["properties"],
+                            FILE_FIELD: _UPLOAD,
+                            **_form_fields(params),
                         },
                         # Unknown fields are refused (a misspelt option must not pass silently).
                         "additionalProperties": False,
@@ -105,6 +107,19 @@ def upload_body(params: type[FoleyParams]) -> dict:
             },
         }
     }
+
+
+def _form_fields(params: type[FoleyParams]) -> dict[str, dict]:
+    """The parameters' schemas as form fields: a field holds text, so an option left to its
+    default is a field not sent, never a null."""
+    fields = {}
+    for name, schema in params.model_json_schema()["properties"].items():
+        if "anyOf" in schema:
+            kept = [s for s in schema["anyOf"] if s.get("type") != "null"]
+            rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
+            schema = {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
+        fields[name] = schema
+    return fields
 
 
 _UPLOAD_BODY = upload_body(FoleyParams)
@@ -338,22 +353,14 @@ async def _render(
 
 
 def merge_params(query: P, fields: Mapping[str, str]) -> P:
-    """Query parameters and form fields together (into the query's model); the same name given
-    both ways must agree."""
+    """Query parameters and form fields together (into the query's model); a form field
+    overrides the query parameter of its name."""
     given = query.model_dump(include=query.model_fields_set)
     try:
-        merged = type(query).model_validate({**given, **fields})
+        return type(query).model_validate({**given, **fields})
     except ValidationError as exc:
         errors = [{**e, "loc": ("form", *e["loc"])} for e in exc.errors()]
         raise InvalidInput(validation_reason(errors), code="invalid_parameter") from exc
-    for name in given.keys() & fields.keys():
-        # Compared as parsed: "true" and True, "-23" and -23.0 are one value.
-        if getattr(merged, name) != given[name]:
-            raise InvalidInput(
-                f"{name} is {given[name]!r} in the query but {fields[name]!r} in the form",
-                code="invalid_parameter",
-            )
-    return merged
 
 
 def server_timing(seconds: Mapping[str, float]) -> str:

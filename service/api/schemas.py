@@ -50,8 +50,8 @@ class FoleyParams(BaseModel):
         "-1 dBTP), one gain for the whole render; `off`: the model's own level",
     )
 
-    tier: str | None = Field(default=None, description="Model tier (GET /v1/tiers; default: "
-                             "the service's default tier)")  # fmt: skip
+    tier: str | None = Field(default=None, min_length=1, description="Model tier (GET /v1/tiers; "
+                             "default: the service's default tier)")  # fmt: skip
     replace_audio: bool = Field(
         default=False,
         description="mp4/mov/mkv: the Foley alone; by default the input's own audio tracks are "
@@ -61,6 +61,17 @@ class FoleyParams(BaseModel):
     @property
     def loudness_lufs(self) -> float | None:
         return None if self.loudness == "off" else float(self.loudness)
+
+    @field_validator("replace_audio", mode="before")
+    @classmethod
+    def _bool_as_written(cls, value: Any) -> Any:
+        # JSON Schema's boolean, as text: "true" or "false". Pydantic alone would also take
+        # "0", "off", "y"..., which the schema does not say.
+        if isinstance(value, str):
+            if value.lower() not in ("true", "false"):
+                raise ValueError("must be true or false")
+            return value.lower() == "true"
+        return value
 
     @field_validator("sample_rate", mode="before")
     @classmethod

@@ -1,4 +1,4 @@
-"""What the API does with export jobs: accept, look up, cancel; transport-free.
+"""What the API does with export jobs: accept, look up, cancel, delete; transport-free.
 
 Accepting a job is ordered so that nothing accepted is lost and nothing half-made runs:
 the record is created first (atomically with its idempotency key), then the upload is moved
@@ -137,6 +137,16 @@ class JobManager:
             return cancelled
         flagged = self.store.transition(job_id, {"running"}, {"cancel_requested": True})
         return flagged or self.get(tenant, job_id)
+
+    @_store_errors
+    def delete(self, tenant: str, job_id: str) -> JobRecord:
+        """Forget the job: its record, result and files. One still running stops at its next
+        window (it finds its record gone); what it leaves, the storage sweep removes."""
+        record = self.get(tenant, job_id)
+        self.store.delete(job_id)
+        self.storage.remove(job_id)
+        log.info("job %s deleted (%s)", job_id, record.state)
+        return record
 
     @_store_errors
     def result(self, tenant: str, job_id: str) -> tuple[JobRecord, Path]:

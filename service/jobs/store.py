@@ -53,6 +53,11 @@ class JobStore(Protocol):
         `ttl_s`: the record (and its idempotency key) expire that long from now."""
         ...
 
+    def delete(self, job_id: str) -> JobRecord | None:
+        """Remove the record and its idempotency key; returns the record as it was (None if it
+        was not there). A running attempt finds it gone at its next window and stops."""
+        ...
+
     def active_count(self) -> int:
         """Jobs queued or running."""
         ...
@@ -114,6 +119,16 @@ class MemoryJobStore:
             self._records[job_id] = (record, expires)
             return record
 
+    def delete(self, job_id: str) -> JobRecord | None:
+        with self._lock:
+            item = self._records.pop(job_id, None)
+            if item is None:
+                return None
+            slot = _slot(item[0])
+            if slot is not None and self._keys.get(slot) == job_id:
+                del self._keys[slot]
+            return item[0]
+
     def active_count(self) -> int:
         with self._lock:
             return sum(1 for record, _ in self._records.values() if record.state in ACTIVE)
@@ -172,6 +187,20 @@ end
 return redis.call('HGETALL', KEYS[1])
 """
 
+# KEYS: record, active set. ARGV: id.
+_DELETE = """
+local raw = redis.call('HGETALL', KEYS[1])
+if #raw == 0 then return false end
+local idem = redis.call('HGET', KEYS[1], '_idem')
+if idem then
+  local key = cjson.decode(idem)
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end
+redis.call('DEL', KEYS[1])
+redis.call('SREM', KEYS[2], ARGV[1])
+return raw
+"""
+
 
 PROBE_TIMEOUT_S = 0.25
 
@@ -187,6 +216,7 @@ class RedisJobStore:
         self.prefix = prefix
         self._create = client.register_script(_CREATE)
         self._transition = client.register_script(_TRANSITION)
+        self._delete = client.register_script(_DELETE)
 
     @classmethod
     def from_url(cls, url: str) -> RedisJobStore:
@@ -241,6 +271,12 @@ class RedisJobStore:
                 *_flatten(changes),
             ],
         )
+        if not raw:
+            return None
+        return _record(dict(zip(raw[::2], raw[1::2], strict=True)))
+
+    def delete(self, job_id: str) -> JobRecord | None:
+        raw = self._delete(keys=[self._key(job_id), self._active], args=[job_id])
         if not raw:
             return None
         return _record(dict(zip(raw[::2], raw[1::2], strict=True)))

@@ -87,8 +87,8 @@ def test_the_api_key_is_an_openapi_security_scheme(client: TestClient) -> None:
     assert ("/v1/foley", "post") in secured and ("/v1/tiers", "get") in secured
     assert {(p, m) for p, m in secured if p.startswith("/v1/exports")} == {
         ("/v1/exports", "post"), ("/v1/exports/{job_id}", "get"),
-        ("/v1/exports/{job_id}", "delete"), ("/v1/exports/{job_id}/result", "get"),
-        ("/v1/exports/{job_id}/events", "get"),
+        ("/v1/exports/{job_id}", "delete"), ("/v1/exports/{job_id}/cancel", "post"),
+        ("/v1/exports/{job_id}/result", "get"), ("/v1/exports/{job_id}/events", "get"),
     }  # fmt: skip
 
 

@@ -36,8 +36,15 @@ class SteppedEngine:
         self.fail_with: Exception | None = None
         self.loudness: list[float | None] = []  # each render's target
         self.replaced: list[bool] = []  # and its replace_audio
+        self.ended = threading.Event()  # a render returned or raised
 
     def render(self, input_path: Path, output_path: Path, options, progress=None):
+        try:
+            return self._render(input_path, output_path, options, progress)
+        finally:
+            self.ended.set()
+
+    def _render(self, input_path: Path, output_path: Path, options, progress=None):
         if self.fail_with is not None:
             raise self.fail_with
         for i in range(WINDOWS):
@@ -158,13 +165,40 @@ def test_cancel_stops_a_running_job_at_the_next_window(api, engine):
     engine.gate.clear()
     job_id = post(api).json()["id"]
     wait_for(api, job_id, lambda j: j["state"] == "running")
-    cancelling = api.delete(f"/v1/exports/{job_id}")
+    cancelling = api.post(f"/v1/exports/{job_id}/cancel")
     assert cancelling.status_code == 202 and cancelling.json()["cancel_requested"]
     engine.gate.set()
     job = wait_for(api, job_id, finished)
     assert job["state"] == "cancelled"
     assert engine.windows_run == 1  # the window in flight, then it stopped
-    assert api.delete(f"/v1/exports/{job_id}").json()["error"]["code"] == "job_finished"
+    assert api.post(f"/v1/exports/{job_id}/cancel").json()["error"]["code"] == "job_finished"
+
+
+def test_a_deleted_job_is_gone_with_its_files(api, engine):
+    storage = api.app.state.foley.jobs.storage
+    done = wait_for(api, post(api).json()["id"], finished)
+    assert done["state"] == "succeeded"
+    assert storage.job_dir(done["id"]).exists()
+    assert api.delete(f"/v1/exports/{done['id']}").status_code == 204
+    for path in ("", "/result", "/events"):
+        assert api.get(f"/v1/exports/{done['id']}{path}").status_code == 404
+    assert not storage.job_dir(done["id"]).exists()
+    assert api.delete(f"/v1/exports/{done['id']}").status_code == 404
+
+
+def test_deleting_a_running_job_stops_it(api, engine):
+    storage = api.app.state.foley.jobs.storage
+    engine.gate.clear()
+    job_id = post(api, headers={"Idempotency-Key": "take-2"}).json()["id"]
+    wait_for(api, job_id, lambda j: j["state"] == "running")
+    assert api.delete(f"/v1/exports/{job_id}").status_code == 204
+    engine.gate.set()
+    assert engine.ended.wait(timeout=10)
+    assert engine.windows_run == 1  # the window in flight, then it stopped
+    assert api.get(f"/v1/exports/{job_id}").status_code == 404
+    assert not storage.job_dir(job_id).exists()
+    again = post(api, headers={"Idempotency-Key": "take-2"})  # the key is free again
+    assert again.json()["id"] != job_id
 
 
 def test_a_job_that_fails_says_why(api, engine):

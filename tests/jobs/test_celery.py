@@ -168,7 +168,7 @@ def test_cancel_stops_a_running_job_within_a_window(api, workers, clip_factory, 
     clip = clip_factory(1800)
     job_id = submit(api, clip).json()["id"]
     wait_for(api, job_id, lambda j: j["state"] == "running" and j["progress"] > 0)
-    cancelling = api.delete(f"/v1/exports/{job_id}")
+    cancelling = api.post(f"/v1/exports/{job_id}/cancel")
     assert cancelling.status_code == 202
     at_cancel = cancelling.json()["progress"]
     job = wait_for(api, job_id, finished, timeout_s=10)
@@ -182,7 +182,7 @@ def test_cancel_stops_a_running_job_within_a_window(api, workers, clip_factory, 
 def test_a_queued_job_is_cancelled_at_once(api, workers, clip_factory):
     clip = clip_factory(60)
     job_id = submit(api, clip).json()["id"]  # no worker yet
-    cancelled = api.delete(f"/v1/exports/{job_id}").json()
+    cancelled = api.post(f"/v1/exports/{job_id}/cancel").json()
     assert cancelled["state"] == "cancelled"
     workers.start()
     after = submit(api, clip).json()["id"]  # the worker runs the next one...

@@ -1,5 +1,5 @@
 """The job store contract, for both stores: atomic idempotent create, compare-and-set moves,
-expiry of finished records only."""
+deletion, expiry of finished records only."""
 
 from __future__ import annotations
 
@@ -84,3 +84,15 @@ def test_only_finished_records_expire(store):
     assert store.get(done.id) is None
     # The expired job's idempotency key is free again.
     assert store.create(record("b")).id != done.id
+
+
+def test_delete_removes_the_record_and_frees_its_key(store):
+    first = store.create(record("k"))
+    store.transition(first.id, {"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    kept = store.create(record())
+    deleted = store.delete(first.id)
+    assert deleted is not None and deleted.id == first.id and deleted.state == "running"
+    assert store.get(first.id) is None and store.delete(first.id) is None
+    assert store.transition(first.id, {"running"}, {"progress": 0.5}) is None  # its attempt stops
+    assert store.active_count() == 1 and store.get(kept.id) == kept
+    assert store.create(record("k")).id != first.id
