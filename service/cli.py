@@ -9,9 +9,12 @@ every failure prints one line `foley: error: <code>: <reason>` to stderr and no 
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -376,6 +379,8 @@ def _worker(args: argparse.Namespace) -> int:
     # SIGTERM (a deploy, a scale-down) as Celery's cold shutdown: renders get a grace period,
     # then go back to the queue. Read when billiard is imported, so set before it is.
     os.environ.setdefault("REMAP_SIGTERM", "SIGQUIT")
+    if settings.worker_metrics_port:
+        serve_worker_metrics(settings.worker_metrics_port)
     from service.jobs.celery_app import QUEUE, create_celery
 
     concurrency = args.concurrency or settings.export_workers
@@ -393,6 +398,25 @@ def _worker(args: argparse.Namespace) -> int:
         ]
     )
     return EXIT_OK
+
+
+def serve_worker_metrics(port: int) -> None:
+    """Serve the job metrics of this worker's children (each its own process) on `port`:
+    prometheus_client's multiprocess mode, each child writing to files in one directory that
+    this process reads at each scrape. The directory must be named before prometheus_client is
+    first imported, and start empty."""
+    if "prometheus_client" in sys.modules:
+        raise RuntimeError("prometheus_client was imported before its multiprocess directory")
+    directory = tempfile.mkdtemp(prefix="foley-worker-metrics-")
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory
+    from prometheus_client import CollectorRegistry, start_http_server
+    from prometheus_client.multiprocess import MultiProcessCollector
+
+    registry = CollectorRegistry()
+    MultiProcessCollector(registry)
+    start_http_server(port, registry=registry)
+    logger.info("worker metrics on :%d/metrics", port)
 
 
 def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:

@@ -94,6 +94,8 @@ class Settings(BaseSettings):
     export_tier: str = "export"
     export_workers: int = Field(default=1, ge=1)  # in-process pool size
     export_max_pending: int = Field(default=100, ge=1)  # queued jobs before 503 busy
+    # `foley worker` serves its children's job metrics (service.jobs.metrics) here; 0: not at all.
+    worker_metrics_port: int = Field(default=9808, ge=0, le=65535)
     # Uploads and results of jobs, shared by the API and the workers: required with a broker.
     # None (embedded): a temporary directory of this process's, removed with it.
     storage_dir: Path | None = None

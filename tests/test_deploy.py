@@ -1,6 +1,6 @@
 """deploy/k8s: every built-in resource valid against the Kubernetes schemas (kubernetes-validate),
 and the manifests agree with the code they run: probe paths, grace periods, the queue KEDA
-watches, the settings the ConfigMap names, the port the ServiceMonitor scrapes."""
+watches, the settings the ConfigMap names, the ports the ServiceMonitor and PodMonitor scrape."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from service.jobs.celery_app import QUEUE
 
 K8S = Path(__file__).resolve().parents[1] / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33"
-CUSTOM = {"ScaledObject", "ServiceMonitor"}  # CRDs (KEDA, Prometheus Operator): checked below
+CUSTOM = {"ScaledObject", "ServiceMonitor", "PodMonitor"}  # CRDs (KEDA, Prometheus Operator): checked below
 
 
 def resources() -> list[dict]:
@@ -58,3 +58,10 @@ def test_the_manifests_agree_with_the_code() -> None:
     assert monitor["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert monitor["endpoints"][0]["port"] in {p["name"] for p in service["spec"]["ports"]}
     assert monitor["endpoints"][0]["path"] == "/metrics"
+    workers = named("PodMonitor", "foley-worker")["spec"]
+    worker_labels = named("Deployment", "foley-worker")["spec"]["template"]["metadata"]["labels"]
+    assert workers["selector"]["matchLabels"].items() <= worker_labels.items()
+    (endpoint,) = workers["podMetricsEndpoints"]
+    (worker_container,) = worker["containers"]
+    ports = {p["name"]: p["containerPort"] for p in worker_container["ports"]}
+    assert ports[endpoint["port"]] == Settings().worker_metrics_port

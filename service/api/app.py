@@ -115,6 +115,7 @@ def _lifespan(
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)
         state.jobs = job_manager(settings, state.cache)
+        metrics.watch(state)
         # Serve (healthz) while the model loads; readyz turns 200 once `state.engine` is set.
         async with anyio.create_task_group() as tasks:
             loader = engine_loader or functools.partial(load_engine, cache=state.cache)

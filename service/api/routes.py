@@ -220,7 +220,7 @@ async def foley(
         model = f"{engine.tier.version}+{engine.tier.digest}"
         key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)
         cached = await _lookup(state.cache, key)
-        state.metrics.cache_lookups.labels("miss" if cached is None else "hit").inc()
+        state.metrics.cache_lookups.labels("result", "miss" if cached is None else "hit").inc()
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
             return _cached_response(cached, upload, workdir, timings, started)

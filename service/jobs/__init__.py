@@ -11,6 +11,7 @@ from service.cache.base import Cache
 from service.config import Settings
 from service.jobs.engines import EngineRegistry
 from service.jobs.manager import JobManager
+from service.jobs.metrics import JobMetrics
 from service.jobs.storage import JobStorage, storage_root
 from service.jobs.store import MemoryJobStore, RedisJobStore
 
@@ -51,5 +52,7 @@ def create_job_manager(
     else:
         storage = JobStorage(settings.storage_dir)
     store = MemoryJobStore()
-    ctx = JobContext(settings, store, storage, engines or EngineRegistry(settings, cache=cache))
-    return JobManager(settings, store, storage, LocalQueue(ctx, settings.export_workers))
+    engine_for = engines or EngineRegistry(settings, cache=cache)
+    ctx = JobContext(settings, store, storage, engine_for, metrics=JobMetrics())
+    queue = LocalQueue(ctx, settings.export_workers)
+    return JobManager(settings, store, storage, queue, metrics=ctx.metrics)

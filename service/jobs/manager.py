@@ -20,6 +20,7 @@ import redis
 
 from service.config import Settings
 from service.errors import Busy, FoleyError, InvalidInput
+from service.jobs.metrics import JobMetrics
 from service.jobs.records import JobError, JobRecord
 from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
@@ -85,9 +86,15 @@ class Accepted:
 
 class JobManager:
     def __init__(
-        self, settings: Settings, store: JobStore, storage: JobStorage, queue: JobQueue
+        self,
+        settings: Settings,
+        store: JobStore,
+        storage: JobStorage,
+        queue: JobQueue,
+        metrics: JobMetrics | None = None,
     ) -> None:
         self.settings, self.store, self.storage, self.queue = settings, store, storage, queue
+        self.metrics = metrics or JobMetrics()  # the transitions decided here
 
     @_store_errors
     def check_capacity(self) -> None:
@@ -171,7 +178,9 @@ class JobManager:
 
     def _end(self, job_id: str, state: str, **kwargs) -> JobRecord | None:
         ttl_s = self.settings.export_result_ttl_s
-        return end_job(self.store, self.storage, ttl_s, job_id, state, **kwargs)
+        return end_job(
+            self.store, self.storage, ttl_s, job_id, state, metrics=self.metrics, **kwargs
+        )
 
     def sweep(self) -> int:
         return self.storage.sweep(self.store)

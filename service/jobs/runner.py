@@ -28,6 +28,7 @@ import redis
 from service.config import Settings
 from service.context import REQUEST_ID
 from service.errors import FoleyError
+from service.jobs.metrics import JobMetrics
 from service.jobs.records import ACTIVE, JobError, JobRecord
 from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
@@ -65,6 +66,7 @@ class JobContext:
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # Exceptions that mean "the job ran out of time" (Celery's soft limit) besides our deadline.
     timeouts: tuple[type[BaseException], ...] = ()
+    metrics: JobMetrics = field(default_factory=JobMetrics)
 
 
 def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
@@ -98,6 +100,7 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
     )
     if started is None:  # another delivery started it first, or it was cancelled
         return store.get(job_id)
+    ctx.metrics.attempts.labels(started.tier).inc()
     log.info("job %s: attempt %d on %s", job_id, started.attempts, ctx.worker)
     return _attempt(ctx, started)
 
@@ -115,6 +118,7 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
     storage.clear_staging(record.id)
     staging = storage.staging_path(record.id, record.format, secrets.token_hex(4))
     deadline = time.monotonic() + settings.export_soft_time_limit_s
+    started = time.perf_counter()
     try:
         engine = ctx.engine_for(record.tier)
         result = engine.render(
@@ -164,6 +168,7 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         return _finish(ctx, record, "failed", error)
     finally:
         staging.unlink(missing_ok=True)
+        ctx.metrics.render_seconds.labels(record.tier).observe(time.perf_counter() - started)
 
 
 def _progress(ctx: JobContext, record: JobRecord, deadline: float) -> Callable[[float], None]:
@@ -202,7 +207,7 @@ def _finish(
     afterwards, whoever ended it."""
     done = end_job(
         ctx.store, ctx.storage, ctx.settings.export_result_ttl_s, record.id, state,
-        expect=expect, error=error, attempts=record.attempts, **changes,
+        expect=expect, error=error, attempts=record.attempts, metrics=ctx.metrics, **changes,
     )  # fmt: skip
     return done or ctx.store.get(record.id)
 
@@ -217,6 +222,7 @@ def end_job(
     expect: Iterable[str],
     error: JobError | None = None,
     attempts: int | None = None,
+    metrics: JobMetrics | None = None,
     **changes: object,
 ) -> JobRecord | None:
     """A job's one terminal transition, if its state is in `expect` (and its attempts equal
@@ -232,6 +238,8 @@ def end_job(
     )
     if done is None:
         return None
+    if metrics is not None:
+        metrics.finished.labels(state, error.code if error else "").inc()
     if state == "succeeded":
         storage.remove_input(job_id)
     else:

@@ -167,6 +167,11 @@ class PreviewWorker:
     def sessions(self) -> int:
         return len(self._sessions)
 
+    def frames_waiting(self) -> int:
+        """Frames received and not yet taken into a batch, over all sessions."""
+        with self._wake:
+            return sum(len(s.pending) for s in self._sessions.values())
+
     # --- the worker thread -------------------------------------------------------------------
 
     def _loop(self) -> None:

@@ -4,14 +4,17 @@ template and code, never by raw path."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
 from service.api import create_app
+from service.api.metrics import Metrics
 from service.cache.memory import MemoryCache
 from service.config import Settings
+from service.pipeline.types import RenderResult, ReuseStats
 from tests.api.conftest import RecordingEngine, upload, wait_ready
 
 
@@ -52,9 +55,35 @@ def test_requests_renders_errors_and_the_cache_are_counted(client: TestClient) -
     assert value(found, "foley_http_requests_total", **jobs) == 1
     assert value(found, "foley_http_request_duration_seconds_count", **route) == 3
     assert value(found, "foley_errors_total", code="invalid_parameter") == 1
-    assert value(found, "foley_result_cache_lookups_total", result="miss") == 1
-    assert value(found, "foley_result_cache_lookups_total", result="hit") == 1
+    assert value(found, "foley_cache_lookups_total", cache="result", result="miss") == 1
+    assert value(found, "foley_cache_lookups_total", cache="result", result="hit") == 1
     stage = {"tier": "test-tier", "stage": "encoder"}
     assert value(found, "foley_render_stage_duration_seconds_count", **stage) == 1
     assert value(found, "foley_render_stage_duration_seconds_sum", **stage) == 0.0456
     assert value(found, "foley_render_real_time_factor_count", tier="test-tier") == 1
+
+
+def test_the_service_gauges_read_its_state_at_each_scrape(client: TestClient) -> None:
+    found = samples(client)
+    assert value(found, "foley_cache_breaker_state", state="closed") == 1  # in-process cache
+    assert value(found, "foley_cache_breaker_state", state="open") == 0
+    assert value(found, "foley_preview_frames_waiting") == 0
+    assert value(found, "foley_export_jobs_active") == 0
+
+
+def test_the_pipeline_caches_are_counted_from_what_a_render_reused() -> None:
+    metrics = Metrics()
+    reuse = ReuseStats(frames=100, frames_static=10, frames_known=30, windows=8,
+                       windows_exact=2, windows_template=1)  # fmt: skip
+    metrics.rendered(
+        RenderResult(Path("x.wav"), "wav", 48000, 0.0, 4.0, 100, "t", "1", {}, reuse=reuse)
+    )
+    found = {
+        (s.name, frozenset(s.labels.items())): s.value
+        for family in text_string_to_metric_families(metrics.exposition().body.decode())
+        for s in family.samples
+    }
+    assert value(found, "foley_cache_lookups_total", cache="features", result="hit") == 30
+    assert value(found, "foley_cache_lookups_total", cache="features", result="miss") == 60
+    assert value(found, "foley_cache_lookups_total", cache="windows", result="hit") == 3
+    assert value(found, "foley_cache_lookups_total", cache="windows", result="miss") == 5

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -69,9 +70,13 @@ class Workers:
     def __init__(self, settings: Settings, logdir: Path) -> None:
         self.settings, self.logdir = settings, logdir
         self.processes: list[subprocess.Popen] = []
+        self.metrics_ports: list[int] = []  # each worker's, in start order
 
     def start(self, *, concurrency: int = 1, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = self.logdir / f"worker-{len(self.processes)}.log"
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.metrics_ports.append(probe.getsockname()[1])
         environ = {
             **os.environ,
             "FOLEY_BROKER_URL": self.settings.broker_url or "",
@@ -79,6 +84,7 @@ class Workers:
             "FOLEY_CACHE_MAX_BYTES": "0",
             "FOLEY_EXPORT_MAX_ATTEMPTS": str(self.settings.export_max_attempts),
             "PYTHONPATH": str(REPO),
+            "FOLEY_WORKER_METRICS_PORT": str(self.metrics_ports[-1]),
             **(env or {}),
         }
         with log.open("wb") as out:

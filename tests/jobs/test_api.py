@@ -201,6 +201,24 @@ def test_deleting_a_running_job_stops_it(api, engine):
     assert again.json()["id"] != job_id
 
 
+def test_export_jobs_are_in_the_metrics(api, engine):
+    engine.gate.clear()
+    held = post(api).json()["id"]
+    wait_for(api, held, lambda j: j["state"] == "running")
+    during = api.get("/metrics").text
+    assert "foley_export_jobs_active 1.0" in during
+    engine.gate.set()
+    wait_for(api, held, finished)
+    engine.fail_with = MediaError("no video stream in the file", code="no_video")
+    wait_for(api, post(api).json()["id"], finished)
+    after = api.get("/metrics").text
+    assert "foley_export_jobs_active 0.0" in after
+    assert 'foley_export_attempts_total{tier="export"} 2.0' in after
+    assert 'foley_export_jobs_finished_total{code="",state="succeeded"} 1.0' in after
+    assert 'foley_export_jobs_finished_total{code="no_video",state="failed"} 1.0' in after
+    assert 'foley_export_render_duration_seconds_count{tier="export"} 2.0' in after
+
+
 def test_a_job_that_fails_says_why(api, engine):
     engine.fail_with = MediaError("no video stream in the file", code="no_video")
     job = wait_for(api, post(api).json()["id"], finished)

@@ -11,6 +11,7 @@ import hashlib
 import os
 import signal
 import threading
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -80,6 +81,12 @@ def test_a_job_runs_on_a_worker_and_equals_a_local_render(
     reference = reference_track(reference_engine, clip, tmp_path)
     assert track.shape == reference.shape
     assert np.abs(track - reference).max() <= 2 / 32768  # both are 16-bit WAV
+    # The worker's children counted it, and the worker serves their metrics.
+    port = workers.metrics_ports[0]
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
+    text = metrics.decode()
+    assert 'foley_export_attempts_total{tier="export"} 1.0' in text
+    assert 'foley_export_jobs_finished_total{code="",state="succeeded"} 1.0' in text
 
 
 def test_a_worker_child_killed_mid_job_loses_nothing(
