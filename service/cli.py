@@ -24,17 +24,10 @@ from typing import TYPE_CHECKING, TextIO
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
 from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
+from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS, Levelling
 from service.pipeline.loading import load_engine
 from service.pipeline.tiers import check_tier, listed_tiers
-from service.pipeline.types import (
-    DEFAULT_TARGET_LUFS,
-    MAX_LUFS,
-    MIN_LUFS,
-    SAMPLE_RATES,
-    Levelling,
-    ProgressFn,
-    RenderOptions,
-)
+from service.pipeline.types import SAMPLE_RATES, ProgressFn, RenderOptions
 
 if TYPE_CHECKING:
     import uvicorn

@@ -13,8 +13,8 @@ from service import cli
 from service.config import Settings
 from service.errors import MediaError
 from service.markers import MarkersDocument
-from service.media.loudness import CEILING_DBTP, measure
-from service.pipeline.types import DEFAULT_TARGET_LUFS, ContactMarker, RenderOptions, RenderResult
+from service.media.loudness import CEILING_DBTP, DEFAULT_TARGET_LUFS, measure
+from service.pipeline.types import ContactMarker, RenderOptions, RenderResult
 from tests.media import videos
 
 SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "sample.mp4"

@@ -16,7 +16,11 @@ from service.jobs.celery_app import QUEUE
 
 K8S = Path(__file__).resolve().parents[1] / "deploy" / "k8s"
 KUBERNETES_VERSION = "1.33"
-CUSTOM = {"ScaledObject", "ServiceMonitor", "PodMonitor"}  # CRDs (KEDA, Prometheus Operator): checked below
+CUSTOM = {
+    "ScaledObject",
+    "ServiceMonitor",
+    "PodMonitor",
+}  # CRDs (KEDA, Prometheus Operator): checked below
 
 
 def resources() -> list[dict]:

@@ -1,9 +1,12 @@
-"""Serving on the CPU needs numpy, PyAV and ONNX Runtime: never torch, never the training code."""
+"""Serving on the CPU needs numpy, PyAV and ONNX Runtime: never torch, never the training code;
+and the service's packages import one way."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_serving_imports_neither_torch_nor_engines() -> None:
@@ -16,3 +19,32 @@ def test_serving_imports_neither_torch_nor_engines() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# Which service packages each may import (besides config, errors, context): one way, from the
+# transports down to media. A module that imports against it belongs elsewhere.
+MAY_IMPORT = {
+    "media": set(),
+    "cache": set(),
+    "pipeline": {"media", "cache"},
+    "markers": {"pipeline"},
+    "preview": {"media", "pipeline"},
+    "jobs": {"media", "pipeline", "cache", "markers"},
+}
+SHARED = {"config", "errors", "context"}
+
+
+def test_packages_import_one_way() -> None:
+    service = Path(__file__).resolve().parents[1] / "service"
+    wrong = []
+    for package, allowed in MAY_IMPORT.items():
+        files = [service / f"{package}.py"] if (service / f"{package}.py").exists() else []
+        for path in files or sorted((service / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+                names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+                for name in names:
+                    parts = [*name.split("."), ""]
+                    if parts[0] == "service" and parts[1] not in {package, ""} | allowed | SHARED:
+                        wrong.append(f"{path.relative_to(service.parent)} imports {name}")
+    assert wrong == []

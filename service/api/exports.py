@@ -20,7 +20,7 @@ from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
 from service.api.auth import Tenant
-from service.api.routes import UPLOAD_NAME, download_name, merge_params, upload_body
+from service.api.params import UPLOAD_NAME, download_name, merge_params, upload_body
 from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload

@@ -3,7 +3,7 @@
 Each request owns a fresh directory under `settings.work_dir` holding the upload and the render;
 it is removed after the response is sent, and on every error path.
 
-Result cache (service.cache.results): the upload is hashed as it is written; a result stored
+Result cache (service.api.results): the upload is hashed as it is written; a result stored
 under the same file, model and options is answered from the cache without the render limiter
 (`X-Foley-Cache: hit`), else the render is kept after its response is sent (`miss`). Server-Timing
 `total` runs from the route's first line (after HTTP parsing and query validation) to the
@@ -14,23 +14,28 @@ render; not sending the body, nor the store and clean-up that follow it.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from time import perf_counter
-from typing import Annotated, TypeVar
+from typing import Annotated
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, Response
-from pydantic import ValidationError
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
+from service.api import results
 from service.api.auth import Tenant
-from service.api.errors import validation_reason
+from service.api.params import (
+    UNSAFE_NAME,
+    UPLOAD_NAME,
+    download_name,
+    merge_params,
+    upload_body,
+)
 from service.api.schemas import (
     MARKER_ANSWERS,
     MEDIA_TYPES,
@@ -41,9 +46,8 @@ from service.api.schemas import (
     TierInfo,
 )
 from service.api.state import Engine, ServiceState, get_state
-from service.api.uploads import FILE_FIELD, Upload, receive_upload
-from service.cache import Cache, results
-from service.errors import InvalidInput
+from service.api.uploads import Upload, receive_upload
+from service.cache import Cache
 from service.markers import markers_document, render_markers
 from service.pipeline.tiers import check_tier, listed_tiers
 from service.pipeline.types import RenderOptions, RenderResult
@@ -62,7 +66,6 @@ _ERRORS = {
     503: "Model not loaded yet, or too many renders waiting",
 }
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
-_UPLOAD = {"type": "string", "format": "binary", "minLength": 1}  # an empty file is refused
 _ERROR_401 = {"model": ErrorResponse, "description": _ERRORS[401]}
 _ERROR_503 = {"model": ErrorResponse, "description": "The model is not loaded yet"}
 _FOLEY_RESPONSES: dict[int | str, dict] = {
@@ -80,54 +83,7 @@ _FOLEY_RESPONSES: dict[int | str, dict] = {
 }
 
 
-def upload_body(params: type[FoleyParams]) -> dict:
-    """The OpenAPI request body of an upload route: its `file`, and the parameters `params`
-    takes, which may come as form fields as well as query parameters (a form field overrides
-    the query parameter of its name). The body is streamed by hand (service.api.uploads), so
-    FastAPI cannot derive its schema."""
-    return {
-        "requestBody": {
-            "required": True,
-            "description": f"The video as the multipart field `{FILE_FIELD}`; the options as "
-            "form fields or query parameters (a form field overrides the query parameter of its "
-            "name).",
-            "content": {
-                "multipart/form-data": {
-                    "schema": {
-                        "type": "object",
-                        "required": [FILE_FIELD],
-                        "properties": {
-                            FILE_FIELD: _UPLOAD,
-                            **_form_fields(params),
-                        },
-                        # Unknown fields are refused (a misspelt option must not pass silently).
-                        "additionalProperties": False,
-                    }
-                }
-            },
-        }
-    }
-
-
-def _form_fields(params: type[FoleyParams]) -> dict[str, dict]:
-    """The parameters' schemas as form fields: a field holds text, so an option left to its
-    default is a field not sent, never a null."""
-    fields = {}
-    for name, schema in params.model_json_schema()["properties"].items():
-        if "anyOf" in schema:
-            kept = [s for s in schema["anyOf"] if s.get("type") != "null"]
-            rest = {k: v for k, v in schema.items() if k not in ("anyOf", "default")}
-            schema = {**rest, **kept[0]} if len(kept) == 1 else {**rest, "anyOf": kept}
-        fields[name] = schema
-    return fields
-
-
 _UPLOAD_BODY = upload_body(FoleyParams)
-P = TypeVar("P", bound=FoleyParams)
-_UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
-# The upload's name on disk. No extension, and never the client's: FFmpeg picks demuxers partly
-# by extension, and its HLS demuxer (which follows playlist URLs) refuses files not named .m3u8.
-UPLOAD_NAME = "upload"
 
 
 @router.get("/healthz", responses={503: {"model": ErrorResponse}})
@@ -352,29 +308,11 @@ async def _render(
     return result, started_at[0] - waiting_since, perf_counter() - started_at[0]
 
 
-def merge_params(query: P, fields: Mapping[str, str]) -> P:
-    """Query parameters and form fields together (into the query's model); a form field
-    overrides the query parameter of its name."""
-    given = query.model_dump(include=query.model_fields_set)
-    try:
-        return type(query).model_validate({**given, **fields})
-    except ValidationError as exc:
-        errors = [{**e, "loc": ("form", *e["loc"])} for e in exc.errors()]
-        raise InvalidInput(validation_reason(errors), code="invalid_parameter") from exc
-
-
 def server_timing(seconds: Mapping[str, float]) -> str:
     """`{"decode": 0.0123, ...}` -> `decode;dur=12.3, ...` (Server-Timing wants milliseconds)."""
     return ", ".join(
-        f"{_UNSAFE_NAME.sub('_', name)};dur={1000 * value:.1f}" for name, value in seconds.items()
+        f"{UNSAFE_NAME.sub('_', name)};dur={1000 * value:.1f}" for name, value in seconds.items()
     )
-
-
-def download_name(filename: str | None, fmt: str) -> str:
-    """`holiday clip.mov` -> `holiday_clip.foley.wav`; only safe characters reach the header."""
-    stem = _UNSAFE_NAME.sub("_", Path(filename or "").stem).strip("._")[:100]
-    extension = MARKER_ANSWERS.get(fmt, fmt)
-    return f"{stem or 'clip'}.foley.{extension}"
 
 
 class _RemovesWorkdir(Response):

@@ -7,15 +7,8 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
-from service.pipeline.types import (
-    AUDIO_FORMATS,
-    DEFAULT_TARGET_LUFS,
-    MAX_LUFS,
-    MIN_LUFS,
-    VIDEO_FORMATS,
-    OutputFormat,
-    SampleRate,
-)
+from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS
+from service.pipeline.types import AUDIO_FORMATS, VIDEO_FORMATS, OutputFormat, SampleRate
 
 # What /v1/foley may answer instead of the rendered file: its contact markers (service.markers),
 # as the JSON document or an OpenTimelineIO timeline.

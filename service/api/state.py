@@ -33,7 +33,7 @@ from service.preview.worker import PreviewWorker
 class ServiceState:
     settings: Settings
     limiter: anyio.CapacityLimiter
-    cache: Cache = field(default_factory=NoCache)  # rendered results (service.cache.results)
+    cache: Cache = field(default_factory=NoCache)  # rendered results (service.api.results)
     engine: Engine | None = None  # set once, after load and warmup
     load_error: str | None = None  # set once if loading failed: never ready
     preview: PreviewWorker | None = None  # started with the first live session

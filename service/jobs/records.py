@@ -18,7 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
-from service.pipeline.types import DEFAULT_TARGET_LUFS
+from service.media.loudness import DEFAULT_TARGET_LUFS
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})

@@ -27,7 +27,7 @@ import logging
 import math
 import multiprocessing
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
@@ -107,10 +107,13 @@ def _check_file(path: Path) -> None:
         raise MediaError("The uploaded file is empty.", code="empty_file")
 
 
-def _start(job: DecodeJob) -> DecodeStream:
+def _start(
+    job: DecodeJob, target: Callable[[Connection, DecodeJob], None] = worker.run
+) -> DecodeStream:
+    """`target`: the child's code (tests put decoders that crash or hang there)."""
     ctx = _context()
     receiver, sender = ctx.Pipe(duplex=False)
-    process = ctx.Process(target=worker.run, args=(sender, job), name="foley-decode", daemon=True)
+    process = ctx.Process(target=target, args=(sender, job), name="foley-decode", daemon=True)
     process.start()
     sender.close()  # the child holds the only write end: its death is EOF here
     stream = DecodeStream(process, receiver, job)

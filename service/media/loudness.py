@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import IO
 
@@ -43,8 +44,9 @@ import av
 import numpy as np
 
 from service.media.audio_out import Sink, mono_frame
-from service.pipeline.types import DEFAULT_TARGET_LUFS, Levelling, Loudness
 
+DEFAULT_TARGET_LUFS = -23.0  # EBU R128
+MIN_LUFS, MAX_LUFS = -50.0, -5.0  # the targets accepted: broadcast to loud streaming and beyond
 CEILING_DBTP = -1.0
 GATE_LUFS = -70.0  # BS.1770's absolute gate: ebur128 reports it when no block passes
 # A render whose loudness needs more than this is (nearly) silent: raising its noise floor by
@@ -57,6 +59,23 @@ LIMITER_RELEASE_MS = 20.0
 LEVEL_ROUNDS = 8
 LEVEL_TOLERANCE_LU = 0.1
 CHUNK_SAMPLES = 48000
+
+
+@dataclass(frozen=True)
+class Loudness:
+    integrated_lufs: float | None  # None: no block above the gate
+    true_peak_dbtp: float  # -inf for digital silence (the sample peak where so measured)
+
+
+@dataclass(frozen=True)
+class Levelling:
+    """What a render's level became: `gain_db` applied to the whole track, at most `limited_db`
+    taken off its loudest attacks by the limiter, and the result as measured."""
+
+    target_lufs: float
+    gain_db: float
+    limited_db: float
+    loudness: Loudness
 
 
 class _Filters:

@@ -6,7 +6,7 @@
 
 `FoleyMuxer` takes the track in chunks as the pipeline makes them: each chunk is encoded at once
 and the input's packets are copied up to where the track has reached, so muxing overlaps with
-inference instead of following it. `mux_audio_into_video` muxes a finished WAV the same way.
+inference instead of following it.
 
 The Foley track starts exactly at `start_s`. The AAC encoder delays its output by `priming`
 samples (first packet pts = -1024); Matroska stores that as CodecDelay by itself, MP4/MOV need
@@ -261,33 +261,6 @@ def _step_s(packet: av.Packet) -> Fraction:
     if rate:
         return 1 / Fraction(rate)
     return packet.duration * packet.time_base if packet.duration else Fraction(1, 30)
-
-
-def mux_audio_into_video(
-    video_path: Path,
-    audio_wav_path: Path,
-    output_path: Path,
-    *,
-    container: MuxContainer,
-    start_s: float,
-    replace_audio: bool = False,
-) -> None:
-    """Mux a finished mono WAV (sample 0 = the first video frame at `start_s`), at its own rate."""
-    with av.open(str(audio_wav_path)) as wav:
-        rate = wav.streams.audio[0].rate
-        to_float = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        with FoleyMuxer(
-            video_path,
-            output_path,
-            container=container,
-            start_s=start_s,
-            in_rate=rate,
-            out_rate=rate,
-            replace_audio=replace_audio,
-        ) as muxer:
-            for frame in [*wav.decode(audio=0), None]:
-                for out in to_float.resample(frame):
-                    muxer.write(out.to_ndarray().reshape(-1))
 
 
 @contextlib.contextmanager

@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import resource
-import signal
-import time
 import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -49,7 +46,6 @@ class DecodeJob:
     batch_size: int
     decode_frames: bool  # False: header checks only (probe)
     letterbox: bool = False  # keep the picture's display shape (FrameScaler)
-    fault: str | None = None  # test hook only: "crash" or "hang" right after the info message
 
 
 def ready() -> None:
@@ -65,8 +61,6 @@ def run(conn: Connection, job: DecodeJob) -> None:
         with open_input(Path(job.path), max_pixels=job.limits.max_pixels) as container:
             stream, info = inspect(container, job.limits)
             conn.send(("info", info))
-            if job.fault is not None:
-                _inject(job.fault)
             end_s, frames, notes = math.nan, 0, []
             if job.decode_frames:
                 end_s, frames, notes = _decode(container, stream, info, job, conn)
@@ -219,13 +213,3 @@ def _send_batch(conn: Connection, pts: np.ndarray, rgb: np.ndarray, n: int) -> N
 def _send_quietly(conn: Connection, message: tuple) -> None:
     with contextlib.suppress(OSError):  # the parent is gone; it reports its own error
         conn.send(message)
-
-
-def _inject(fault: str) -> None:
-    """Test hook: behave like FFmpeg crashing or hanging on a malformed file."""
-    if fault == "crash":
-        os.kill(os.getpid(), signal.SIGSEGV)
-    elif fault == "hang":
-        time.sleep(3600)
-    else:
-        raise ValueError(f"unknown fault {fault!r}")

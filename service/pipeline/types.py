@@ -7,8 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, get_args
 
-DEFAULT_TARGET_LUFS = -23.0  # EBU R128
-MIN_LUFS, MAX_LUFS = -50.0, -5.0  # the targets accepted: broadcast to loud streaming and beyond
+from service.media.loudness import DEFAULT_TARGET_LUFS, Levelling
 
 OutputFormat = Literal["wav", "flac", "mp4", "mov", "mkv"]
 AUDIO_FORMATS: frozenset[str] = frozenset({"wav", "flac"})
@@ -17,23 +16,6 @@ SampleRate = Literal[48000, 44100, 24000, 16000]  # the output rates every way o
 SAMPLE_RATES: tuple[int, ...] = get_args(SampleRate)
 
 ProgressFn = Callable[[float], None]
-
-
-@dataclass(frozen=True)
-class Loudness:
-    integrated_lufs: float | None  # None: no block above the gate
-    true_peak_dbtp: float  # -inf for digital silence (the sample peak where so measured)
-
-
-@dataclass(frozen=True)
-class Levelling:
-    """What a render's level became: `gain_db` applied to the whole track, at most `limited_db`
-    taken off its loudest attacks by the limiter, and the result as measured."""
-
-    target_lufs: float
-    gain_db: float
-    limited_db: float
-    loudness: Loudness
 
 
 MarkerKind = Literal["impact", "roll_start", "roll_end", "slide_start", "slide_end"]

@@ -17,14 +17,8 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
-from service.pipeline.types import (
-    ContactMarker,
-    Levelling,
-    Loudness,
-    ProgressFn,
-    RenderOptions,
-    RenderResult,
-)
+from service.media.loudness import Levelling, Loudness
+from service.pipeline.types import ContactMarker, ProgressFn, RenderOptions, RenderResult
 from tests.conftest import uvicorn_server, wait_until
 
 UPLOAD_LIMIT = 256 * 1024

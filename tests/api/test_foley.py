@@ -10,7 +10,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from service.api import create_app
-from service.api.routes import download_name, server_timing
+from service.api.params import download_name
+from service.api.routes import server_timing
 from service.config import Settings
 from service.errors import LimitExceeded, MediaError
 from service.markers import MarkersDocument

@@ -13,7 +13,7 @@ import av
 import pytest
 from fastapi.testclient import TestClient
 
-from service.api.routes import UPLOAD_NAME
+from service.api.params import UPLOAD_NAME
 from tests.api import clips
 from tests.media import videos
 

@@ -17,7 +17,8 @@ from service.errors import MediaError
 from service.jobs import create_job_manager
 from service.jobs.engines import EngineRegistry
 from service.markers import MarkersDocument
-from service.pipeline.types import ContactMarker, Levelling, Loudness, RenderResult
+from service.media.loudness import Levelling, Loudness
+from service.pipeline.types import ContactMarker, RenderResult
 from tests.jobs.conftest import StubEngine, finished, wait_for
 
 WINDOWS = 10

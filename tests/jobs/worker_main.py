@@ -7,7 +7,6 @@ Everything else is the real worker: Celery, prefork children, the Redis store, t
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 import signal
@@ -22,14 +21,15 @@ def _sha(path: str | Path) -> str:
 def _plant_faults() -> None:
     from service.media import decode
     from service.pipeline.engine import FoleyEngine
+    from tests.media import faults
 
     crash = os.environ.get("FOLEY_TEST_CRASH_DECODER")
     kill = os.environ.get("FOLEY_TEST_KILL_WORKER")
     start, render = decode._start, FoleyEngine.render
 
-    def faulty_start(job):
+    def faulty_start(job, target=None):
         if crash and job.decode_frames and _sha(job.path) == crash:
-            job = dataclasses.replace(job, fault="crash")
+            return start(job, target=faults.crash)
         return start(job)
 
     def faulty_render(self, input_path, *args, **kwargs):

@@ -20,7 +20,7 @@ from service.errors import LimitExceeded, MediaError
 from service.media import decode
 from service.media.decode import DecodeLimits, open_video, probe
 from service.media.worker import DecodeJob
-from tests.media import videos
+from tests.media import faults, videos
 
 
 def _empty(p: Path) -> None:
@@ -130,14 +130,18 @@ def test_a_declared_huge_h264_frame_is_refused_without_being_allocated(
         probe(path, limits=limits)
     assert caught.value.code == "too_many_pixels"
     assert "16000x16000" in caught.value.reason
+    # VmHWM, not ru_maxrss: a child's ru_maxrss keeps its parent's peak (the test process's)
+    # across exec; VmHWM is its own image's.
     opening = f"""
-import resource, sys
+import re, sys
+from pathlib import Path
 from service.errors import LimitExceeded
 from service.media.source import open_input
 try:
     open_input(sys.argv[1], max_pixels={limits.max_pixels})
 except LimitExceeded as exc:
-    print(exc.code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    peak = re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())
+    print(exc.code, peak.group(1))
 """
     run = subprocess.run(
         [sys.executable, "-c", opening, str(path)], capture_output=True, text=True, check=True
@@ -267,13 +271,13 @@ def _watch_fifo(path: Path) -> threading.Event:
 # The decoder child crashing or hanging ------------------------------------------------------
 
 
-def _job(path: Path, limits: DecodeLimits, fault: str) -> DecodeJob:
-    return DecodeJob(str(path), 64, 48, limits, batch_size=8, decode_frames=True, fault=fault)
+def _job(path: Path, limits: DecodeLimits) -> DecodeJob:
+    return DecodeJob(str(path), 64, 48, limits, batch_size=8, decode_frames=True)
 
 
 def test_a_crashing_decoder_is_decoder_crashed(tmp_path: Path, limits: DecodeLimits) -> None:
     clip = videos.encode_clip(tmp_path / "clip.mp4", frames=10)
-    stream = decode._start(_job(clip.path, limits, "crash"))
+    stream = decode._start(_job(clip.path, limits), target=faults.crash)
     with stream, pytest.raises(MediaError) as caught:
         list(stream)
     assert caught.value.code == "decoder_crashed"
@@ -285,7 +289,7 @@ def test_a_hanging_decoder_is_killed_after_the_stall_timeout(
 ) -> None:
     clip = videos.encode_clip(tmp_path / "clip.mp4", frames=10)
     quick = dataclasses.replace(limits, stall_timeout_s=0.5)
-    stream = decode._start(_job(clip.path, quick, "hang"))
+    stream = decode._start(_job(clip.path, quick), target=faults.hang)
     process = stream._process
     started = time.perf_counter()
     with stream, pytest.raises(MediaError) as caught:

@@ -9,7 +9,7 @@ import pytest
 
 from service.errors import MediaError
 from service.media.audio_out import AudioWriter
-from service.media.mux import FOLEY_TITLE, FoleyMuxer, mux_audio_into_video
+from service.media.mux import FOLEY_TITLE, FoleyMuxer, MuxContainer
 from tests.media.videos import Clip, encode_clip, packet_bytes, set_mkv_frame_times
 
 BURST_AT_S = 0.5  # a 10 ms 1 kHz burst in the Foley track, 0.5 s after the first video frame
@@ -24,6 +24,34 @@ def write_foley(path: Path, clip: Clip, rate: int = 48000) -> int:
     with AudioWriter(path, "wav", out_rate=rate) as writer:
         writer.write(track)
     return round(n * rate / 48000)
+
+
+def mux_audio_into_video(
+    video_path: Path,
+    audio_wav_path: Path,
+    output_path: Path,
+    *,
+    container: MuxContainer,
+    start_s: float,
+    replace_audio: bool = False,
+) -> None:
+    """Mux a finished mono WAV (sample 0 = the first video frame at `start_s`) at its own rate,
+    handed to the muxer as the engine hands it a track."""
+    with av.open(str(audio_wav_path)) as wav:
+        rate = wav.streams.audio[0].rate
+        to_float = av.AudioResampler(format="flt", layout="mono", rate=rate)
+        with FoleyMuxer(
+            video_path,
+            output_path,
+            container=container,
+            start_s=start_s,
+            in_rate=rate,
+            out_rate=rate,
+            replace_audio=replace_audio,
+        ) as muxer:
+            for frame in [*wav.decode(audio=0), None]:
+                for out in to_float.resample(frame):
+                    muxer.write(out.to_ndarray().reshape(-1))
 
 
 def decode_output(path: Path) -> tuple[list[float], float, np.ndarray, int]:

@@ -1,4 +1,4 @@
-"""Keys and values of the result cache (service.cache.results)."""
+"""Keys and values of the result cache (service.api.results)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from service.cache import MemoryCache, NoCache, results
+from service.api import results
+from service.cache import MemoryCache, NoCache
 from service.pipeline.types import RenderOptions, RenderResult
 
 SHA = "ab" * 32
@@ -81,7 +82,7 @@ def test_an_unreadable_value_is_a_logged_miss(
 ) -> None:
     cache = MemoryCache(1024)
     cache.set("k", value)
-    with caplog.at_level(logging.WARNING, logger="service.cache.results"):
+    with caplog.at_level(logging.WARNING, logger="service.api.results"):
         assert results.lookup(cache, "k") is None
     assert "unreadable result" in caplog.text
 
