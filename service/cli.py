@@ -19,12 +19,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from time import perf_counter
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, get_args
 
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
 from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
 from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS, Levelling
+from service.pipeline.backends.base import BackendName
 from service.pipeline.loading import load_engine
 from service.pipeline.tiers import check_tier, listed_tiers
 from service.pipeline.types import SAMPLE_RATES, ProgressFn, RenderOptions
@@ -60,6 +61,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed
         return int(exc.code or 0)
+    if args.backend is not None:  # as FOLEY_BACKEND: every Settings of this run, workers' too
+        os.environ["FOLEY_BACKEND"] = args.backend
     quiet = logging.ERROR if args.quiet else LOG_LEVELS[args.command]
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else quiet,
@@ -88,11 +91,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="debug logging")  # fmt: skip
     loud.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                       help="errors only: no progress bar, no summary")  # fmt: skip
+    common.add_argument("--backend", choices=get_args(BackendName), default=argparse.SUPPRESS,
+                        help="what runs the models (default: FOLEY_BACKEND or cpu; auto: the "
+                        "fastest present)")  # fmt: skip
     parser = argparse.ArgumentParser(
         prog="foley", description="Video in, Foley audio out.", parents=[common]
     )
     parser.add_argument("--version", action="version", version=f"foley {_version()}")
-    parser.set_defaults(verbose=False, quiet=False)
+    parser.set_defaults(verbose=False, quiet=False, backend=None)
     commands = parser.add_subparsers(dest="command", required=True)
 
     generate = commands.add_parser(
@@ -451,27 +457,33 @@ def _tiers(args: argparse.Namespace) -> int:
         raise ModelConfigError(
             f"no tiers in {settings.models_dir}; FOLEY_MODELS_DIR names the folder that holds them"
         )
-    print(f"{'tier':<10} {'kind':<9} {'version':<8} {'size':>8}  {'speed':>15}  default")
+    print(f"{'tier':<10} {'kind':<9} {'version':<8} {'size':>8}  {'speed':>15}  "
+          f"{'precision':<40} default")  # fmt: skip
+    devices = set()
     for tier in found:
-        speed = "" if args.no_speed else _speed(settings, tier.name)
+        engine = load_engine(settings.model_copy(update={"default_tier": tier.name}))
+        info = engine.backend.info()
+        devices.add(f"{info.name} on {info.device}")
+        speed = "" if args.no_speed else _speed(engine)
+        precision = " ".join(f"{stage}:{p}" for stage, p in info.precision.items())
         mark = "yes" if tier.name == settings.default_tier else ""
         print(f"{tier.name:<10} {tier.kind:<9} {tier.version:<8} "
-              f"{tier.size_bytes / 1e6:6.1f} MB  {speed:>15}  {mark}")  # fmt: skip
+              f"{tier.size_bytes / 1e6:6.1f} MB  {speed:>15}  {precision:<40} {mark}")  # fmt: skip
+    print(f"backend: {', '.join(sorted(devices))}")
     if not args.no_speed:
         print(f"speed: a {SPEED_CLIP_S:g} s {SPEED_SIZE[0]}x{SPEED_SIZE[1]} clip rendered to WAV "
               "on this machine, decode included")  # fmt: skip
     return EXIT_OK
 
 
-def _speed(settings: Settings, tier: str) -> str:
-    """How much faster than real time `tier` renders a small clip here."""
+def _speed(engine: Engine) -> str:
+    """How much faster than real time `engine` renders a small clip here."""
     import tempfile
 
     from service.media.clip import write_test_clip
 
     with tempfile.TemporaryDirectory() as tmp:
         clip = write_test_clip(Path(tmp) / "clip.mp4", SPEED_CLIP_S, SPEED_SIZE)
-        engine = load_engine(settings.model_copy(update={"default_tier": tier}))
         started = perf_counter()
         engine.render(clip, Path(tmp) / "out.wav", RenderOptions(format="wav"))
         elapsed = perf_counter() - started

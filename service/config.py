@@ -22,7 +22,9 @@ class Settings(BaseSettings):
 
     models_dir: Path = Field(default=SHIPPED_MODELS_DIR)
     default_tier: str = "preview"
-    backend: str = "onnxruntime"
+    # What runs the models: cpu (ONNX Runtime), cuda (PyTorch), tensorrt, or auto (the fastest
+    # present). One asked for and absent stops the start-up (service.pipeline.backends.base).
+    backend: Literal["cpu", "cuda", "tensorrt", "auto"] = "cpu"
     # One: the decoder runs in its own process beside inference and takes the other core; two
     # inference threads only contend with it (docs/benchmarks.md). 0 = one per core.
     intra_op_threads: int = Field(default=1, ge=0)

@@ -53,6 +53,21 @@ class ModelConfigError(FoleyError):
     http_status = 503
 
 
+class BackendUnavailable(FoleyError):
+    """The inference backend asked for cannot start here (no GPU, no TensorRT): the service
+    refuses to start rather than run on another one."""
+
+    code = "backend_unavailable"
+    http_status = 503
+
+
+class DeviceOutOfMemory(FoleyError):
+    """The GPU ran out of memory for this request; the service goes on with the next."""
+
+    code = "device_out_of_memory"
+    http_status = 503
+
+
 class NotReady(FoleyError):
     code = "not_ready"
     http_status = 503

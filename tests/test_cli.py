@@ -14,6 +14,7 @@ from service.config import Settings
 from service.errors import MediaError
 from service.markers import MarkersDocument
 from service.media.loudness import CEILING_DBTP, DEFAULT_TARGET_LUFS, measure
+from service.pipeline.backends.base import backend_present
 from service.pipeline.types import ContactMarker, RenderOptions, RenderResult
 from tests.media import videos
 
@@ -408,10 +409,21 @@ def test_version_and_verbosity_anywhere(capsys) -> None:
 def test_tiers_lists_each_tier_with_its_size(capsys) -> None:
     code, out, err = run(["tiers", "--no-speed"], capsys)
     assert code == 0, err
-    rows = {line.split()[0]: line for line in out.splitlines()[1:]}
+    lines = out.splitlines()
+    rows = {line.split()[0]: line for line in lines[1:] if " MB" in line}
     assert {"preview", "export", "objects"} <= set(rows)
-    assert all(" MB" in row for row in rows.values())
     assert rows[Settings().default_tier].endswith("yes")
+    assert "encoder:fp32 generator:fp32 vocoder:fp32" in rows["preview"]
+    assert lines[-1].startswith("backend: cpu on CPU (ONNX Runtime ")
+
+
+def test_a_backend_that_cannot_start_is_an_error_not_a_fallback(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FOLEY_BACKEND", "cpu")  # --backend sets it: restored after the test
+    code, out, err = run(["tiers", "--no-speed", "--backend", "cuda"], capsys)
+    if backend_present("cuda"):
+        assert code == 0 and "backend: cuda on " in out
+    else:
+        assert code == 1 and "backend_unavailable: the cuda backend cannot start here" in err
 
 
 @pytest.mark.slow

@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings()
     tier = load_contact_tier(settings.models_dir, args.tier)
-    backend = create_backend("onnxruntime", tier, threads=1)
+    backend = create_backend("cpu", tier, threads=1)
     low = min(THRESHOLDS)
     runs: list[tuple[EvalClip, np.ndarray, np.ndarray]] = []
     with tempfile.TemporaryDirectory() as tmp:

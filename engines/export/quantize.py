@@ -49,7 +49,7 @@ class _Recorder:
     """A backend that runs the float tier and keeps every quantisable stage's inputs."""
 
     def __init__(self, tier: TierConfig) -> None:
-        self.inner = create_backend("onnxruntime", tier, threads=1)
+        self.inner = create_backend("cpu", tier, threads=1)
         self.name, self.tier = "recorder", tier
         self.feeds: dict[str, list[dict[str, np.ndarray]]] = {s: [] for s in QUANTISED}
 

@@ -112,7 +112,7 @@ def build(clips: int, tier_name: str = "objects", *, first: int = 0) -> list[Obs
     if path.exists():
         with path.open("rb") as f:
             return pickle.load(f)
-    backend = create_backend("onnxruntime", tier, threads=1)
+    backend = create_backend("cpu", tier, threads=1)
     out: list[ObservedTrack] = []
     matched = total = 0
     for seed in range(first, first + clips):

@@ -13,6 +13,7 @@ render; not sending the body, nor the store and clean-up that follow it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import tempfile
@@ -39,6 +40,7 @@ from service.api.params import (
 from service.api.schemas import (
     MARKER_ANSWERS,
     MEDIA_TYPES,
+    BackendStatus,
     ErrorResponse,
     FoleyParams,
     Health,
@@ -104,7 +106,8 @@ async def readyz(state: State) -> Ready:
         down["cache"] = "unavailable"
     if state.jobs is not None and not await anyio.to_thread.run_sync(state.jobs.healthy):
         down["jobs"] = "unavailable"
-    ready = Ready(tier=engine.tier.name, model_version=engine.tier.version)
+    backend = BackendStatus(**dataclasses.asdict(engine.backend.info()))
+    ready = Ready(tier=engine.tier.name, model_version=engine.tier.version, backend=backend)
     return ready.model_copy(update={"status": "degraded", **down}) if down else ready
 
 

@@ -102,6 +102,13 @@ class Health(BaseModel):
     status: Literal["ok"] = "ok"
 
 
+class BackendStatus(BaseModel):
+    name: Literal["cpu", "cuda", "tensorrt"] = Field(description="What runs the models")
+    device: str = Field(description="The CPU, or the GPU's name")
+    precision: dict[str, str] = Field(description="Each stage's float precision")
+    memory_bytes: int | None = Field(default=None, description="Device memory held (GPU)")
+
+
 class Ready(BaseModel):
     """Ready to render. `degraded`: a component below is not answering and renders go on
     without it; that component is named (absent while it is fine)."""
@@ -109,6 +116,7 @@ class Ready(BaseModel):
     status: Literal["ready", "degraded"] = "ready"
     tier: str
     model_version: str
+    backend: BackendStatus
     cache: Literal["unavailable"] | None = Field(
         default=None, description="The cache store is not answering: nothing is reused"
     )

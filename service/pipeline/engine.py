@@ -30,7 +30,7 @@ import numpy as np
 from service.cache import create_cache
 from service.cache.base import Cache
 from service.config import Settings
-from service.errors import InvalidInput, MediaError, ModelConfigError
+from service.errors import BackendUnavailable, InvalidInput, MediaError, ModelConfigError
 from service.media import decode
 from service.media.audio_out import AudioWriter, Sink
 from service.media.decode import DecodeLimits, open_video
@@ -85,12 +85,15 @@ class FoleyEngine:
                 else load_tier(models, name)
             )
             backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
+        except BackendUnavailable:
+            raise
         except Exception as exc:  # a missing or damaged file; ONNX Runtime raises bare Exceptions
             raise ModelConfigError(
                 f"tier {name!r} in {models} cannot be loaded ({type(exc).__name__}: {exc}); "
                 "FOLEY_MODELS_DIR names the folder that holds the tiers"
             ) from exc
-        log.info("loaded tier %s %s on %s", tier.name, tier.version, backend.name)
+        info = backend.info()
+        log.info("loaded tier %s %s on %s (%s)", tier.name, tier.version, info.name, info.device)
         return cls(settings, tier, backend, cache)
 
     def warmup(self) -> None:

@@ -18,6 +18,7 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.config import Settings
 from service.media.loudness import Levelling, Loudness
+from service.pipeline.backends.base import BackendInfo
 from service.pipeline.types import ContactMarker, ProgressFn, RenderOptions, RenderResult
 from tests.conftest import uvicorn_server, wait_until
 
@@ -58,6 +59,9 @@ class RecordingEngine:
         default_factory=lambda: SimpleNamespace(
             name="test-tier", version="0.0.1-test", digest="0" * 16
         )
+    )
+    backend: SimpleNamespace = field(
+        default_factory=lambda: SimpleNamespace(info=lambda: BackendInfo("cpu", "test", {}))
     )
     timings: dict[str, float] = field(
         default_factory=lambda: {"decode": 0.0123, "encoder": 0.0456, "vocoder": 0.1, "total": 0.2}

@@ -42,6 +42,7 @@ def test_readyz_is_503_until_the_engine_is_loaded_and_warm(settings: Settings) -
             "status": "ready",
             "tier": "test-tier",
             "model_version": "0.0.1-test",
+            "backend": {"name": "cpu", "device": "test", "precision": {}},
         }
         assert engine.warmed.is_set()
         assert engine.warmup_on_event_loop is False

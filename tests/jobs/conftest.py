@@ -21,6 +21,7 @@ from fastapi.testclient import TestClient
 
 from service.api import create_app
 from service.config import Settings
+from service.pipeline.backends.base import BackendInfo
 from tests.media.videos import encode_clip
 from tests.redis_server import RedisServer
 
@@ -33,6 +34,7 @@ class StubEngine:
     """The API process renders nothing in these tests: the workers do."""
 
     tier = SimpleNamespace(name="preview", version="stub", digest="0" * 16)
+    backend = SimpleNamespace(info=lambda: BackendInfo("cpu", "stub", {}))
 
     def warmup(self) -> None:
         pass

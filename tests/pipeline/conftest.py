@@ -30,4 +30,4 @@ def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
 
 @pytest.fixture(scope="session")
 def tiny_backend(tiny_tier: TierConfig) -> Backend:
-    return create_backend("onnxruntime", tiny_tier, threads=1)
+    return create_backend("cpu", tiny_tier, threads=1)

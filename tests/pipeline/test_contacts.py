@@ -36,7 +36,7 @@ def tier() -> ContactTier:
 
 @pytest.fixture(scope="module")
 def backend(tier: ContactTier) -> Backend:
-    return create_backend("onnxruntime", tier, threads=1)
+    return create_backend("cpu", tier, threads=1)
 
 
 def test_shipped_graphs_match_their_config(tier: ContactTier) -> None:

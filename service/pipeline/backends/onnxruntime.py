@@ -1,4 +1,4 @@
-"""ONNX Runtime on the CPU.
+"""The `cpu` backend: ONNX Runtime on the CPU.
 
 One InferenceSession per stage, built once with explicit threading. ORT sessions are safe to
 `run` from several threads at once; the engine still serialises per-window work (see
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from service.pipeline.backends.base import BackendInfo
 from service.pipeline.contract import TierConfig
 
 try:
@@ -18,7 +19,7 @@ except ImportError as exc:  # pragma: no cover - the dependency is mandatory
 
 
 class OnnxRuntimeBackend:
-    name = "onnxruntime"
+    name = "cpu"
 
     def __init__(self, tier: TierConfig, *, threads: int = 0) -> None:
         self.tier = tier
@@ -42,6 +43,13 @@ class OnnxRuntimeBackend:
                 raise ValueError(
                     f"{stage.file}: inputs {sorted(got)} != contract {sorted(stage.graph_inputs)}"
                 )
+
+    def info(self) -> BackendInfo:
+        return BackendInfo(
+            "cpu",
+            f"CPU (ONNX Runtime {ort.__version__})",
+            dict.fromkeys((stage.name for stage in self.tier.stages), "fp32"),
+        )
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         session = self.sessions[stage]
