@@ -25,6 +25,8 @@ class Settings(BaseSettings):
     # What runs the models: cpu (ONNX Runtime), cuda (PyTorch), tensorrt, or auto (the fastest
     # present). One asked for and absent stops the start-up (service.pipeline.backends.base).
     backend: Literal["cpu", "cuda", "tensorrt", "auto"] = "cpu"
+    # TensorRT engines, built on the first start and loaded after (None: beside the tier).
+    engine_cache_dir: Path | None = None
     # One: the decoder runs in its own process beside inference and takes the other core; two
     # inference threads only contend with it (docs/benchmarks.md). 0 = one per core.
     intra_op_threads: int = Field(default=1, ge=0)

@@ -27,7 +27,7 @@ import redis
 
 from service.config import Settings
 from service.context import REQUEST_ID
-from service.errors import FoleyError
+from service.errors import DeviceOutOfMemory, FoleyError
 from service.jobs.metrics import JobMetrics
 from service.jobs.records import ACTIVE, JobError, JobRecord
 from service.jobs.storage import JobStorage
@@ -51,8 +51,12 @@ class _Stop(Exception):
         self.state, self.error = state, error
 
 
-# What counts as transient: the store's connection, the shared disk.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (redis.ConnectionError, redis.TimeoutError)
+# What counts as transient: the store's connection, the shared disk, a GPU out of memory for now.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    DeviceOutOfMemory,
+)
 
 
 @dataclass
@@ -154,12 +158,12 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         if stop.state == "lost":  # no longer this attempt's job: leave it as it is
             return ctx.store.get(record.id)
         return _finish(ctx, record, stop.state, stop.error)
-    except FoleyError as exc:  # the input's fault: trying again gives the same answer
-        return _finish(ctx, record, "failed", JobError(exc.code, exc.reason))
     except TRANSIENT_ERRORS as exc:
         log.warning("job %s: transient error, to be retried: %s", record.id, exc)
         ctx.store.transition(record.id, {"running"}, {"state": "queued"}, attempts=record.attempts)
         raise TransientJobError(str(exc)) from exc
+    except FoleyError as exc:  # the input's fault: trying again gives the same answer
+        return _finish(ctx, record, "failed", JobError(exc.code, exc.reason))
     except ctx.timeouts:
         return _finish(ctx, record, "failed", _time_limit(settings))
     except Exception as exc:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -83,6 +83,9 @@ class TierConfig:
     # The live preview's gain (service.media.loudness.LiveLevel), calibrated against offline
     # renders by engines.eval.loudness; 0 until calibrated.
     live_gain_db: float = 0.0
+    # Each stage's float precision on a GPU (the cuda backend), chosen by measuring its effect on
+    # the rendered track (engines.eval.precision); a stage not named runs in fp32.
+    gpu_precision: dict[str, str] = field(default_factory=dict)
 
     @property
     def mels_per_frame(self) -> int:
@@ -155,6 +158,7 @@ def load_tier(models_dir: Path, tier: str) -> TierConfig:
         vocoder=_stage("vocoder", stages["vocoder"]),
         digest=_digest(config_file, [path / stages[name]["file"] for name in STAGE_NAMES]),
         live_gain_db=float(audio.get("live_gain_db", 0.0)),
+        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )
     if config.sample_rate % (config.hop * config.fps):
         raise ValueError(f"tier {tier!r}: sample_rate must be a multiple of hop * fps")

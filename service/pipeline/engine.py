@@ -84,7 +84,12 @@ class FoleyEngine:
                 if is_contact_tier(models, name)
                 else load_tier(models, name)
             )
-            backend = create_backend(settings.backend, tier, threads=settings.intra_op_threads)
+            backend = create_backend(
+                settings.backend,
+                tier,
+                threads=settings.intra_op_threads,
+                engine_cache_dir=settings.engine_cache_dir,
+            )
         except BackendUnavailable:
             raise
         except Exception as exc:  # a missing or damaged file; ONNX Runtime raises bare Exceptions

@@ -11,6 +11,7 @@ import pytest
 import redis
 
 from service.config import Settings
+from service.errors import DeviceOutOfMemory
 from service.jobs.records import JobRecord, new_job_id
 from service.jobs.runner import JobContext, TransientJobError, give_up, run_job
 from service.jobs.storage import JobStorage
@@ -40,9 +41,14 @@ def queued(ctx: JobContext) -> str:
     return record.id
 
 
-def test_a_transient_error_puts_the_job_back_in_the_queue(ctx, engine):
+@pytest.mark.parametrize(
+    "error",
+    [redis.ConnectionError("broker restarting"), DeviceOutOfMemory("the GPU is full for now")],
+    ids=["broker", "gpu-memory"],
+)
+def test_a_transient_error_puts_the_job_back_in_the_queue(ctx, engine, error):
     job_id = queued(ctx)
-    engine.fail_with = redis.ConnectionError("broker restarting")
+    engine.fail_with = error
     with pytest.raises(TransientJobError):
         run_job(ctx, job_id)
     record = ctx.store.get(job_id)

@@ -66,10 +66,9 @@ def test_a_render_on_the_cuda_backend_is_the_cpu_backends(
 ) -> None:
     settings = Settings(default_tier=tier, window_memo=False)
     reference = load_engine(settings)
-    on_torch = FoleyEngine(settings, reference.tier, CudaBackend(reference.tier, device="cpu"))
-    assert on_torch.backend.info().precision == dict.fromkeys(
-        [s.name for s in reference.tier.stages], "fp32"
-    )
+    fp32 = CudaBackend(reference.tier, device="cpu", precision={})  # a stage not named: fp32
+    on_torch = FoleyEngine(settings, reference.tier, fp32)
+    assert fp32.info().precision == dict.fromkeys([s.name for s in reference.tier.stages], "fp32")
     expected, expected_at = render(reference, clip, tmp_path / "cpu.wav")
     got, got_at = render(on_torch, clip, tmp_path / "torch.wav")
     assert got.shape == expected.shape
@@ -90,6 +89,18 @@ def test_reduced_precision_stays_within_the_stated_distance(
     got, got_at = render(on_torch, clip, tmp_path / "reduced.wav")
     assert distance_db(got, expected) < LOG_MEL_DB
     assert np.allclose(got_at, expected_at, atol=0.005) and len(got_at) == len(expected_at)
+
+
+def test_each_stage_runs_in_the_precision_its_tier_chose() -> None:
+    for name in ("preview", "export", "objects"):
+        tier = load_engine(Settings(default_tier=name)).tier
+        backend = CudaBackend(tier, device="cpu")
+        assert backend.info().precision == {
+            s.name: tier.gpu_precision.get(s.name, "fp32") for s in tier.stages
+        }
+        dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+        for stage, precision in backend.precision.items():
+            assert backend.graphs[stage].dtype == dtypes[precision]
 
 
 def test_fp32_distance_is_rounding() -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal, Protocol
 
 import numpy as np
@@ -44,8 +45,11 @@ class Backend(Protocol):
     def info(self) -> BackendInfo: ...
 
 
-def create_backend(name: str, tier: TierConfig, *, threads: int = 0) -> Backend:
-    """Build the named backend (`auto`: the fastest present)."""
+def create_backend(
+    name: str, tier: TierConfig, *, threads: int = 0, engine_cache_dir: Path | None = None
+) -> Backend:
+    """Build the named backend (`auto`: the fastest present). `threads`: the cpu backend's;
+    `engine_cache_dir`: where the tensorrt backend keeps its engines."""
     if name == "auto":
         name = next(n for n in FASTEST_FIRST if n == "cpu" or backend_present(n))
     if name == "cpu":
@@ -59,7 +63,7 @@ def create_backend(name: str, tier: TierConfig, *, threads: int = 0) -> Backend:
     if name == "tensorrt":
         from service.pipeline.backends.tensorrt import TensorRTBackend
 
-        return TensorRTBackend(tier)
+        return TensorRTBackend(tier, cache_dir=engine_cache_dir)
     raise ValueError(f"unknown backend {name!r} (one of cpu, cuda, tensorrt, auto)")
 
 

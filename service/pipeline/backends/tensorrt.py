@@ -148,9 +148,7 @@ class TensorRTBackend:
         self.tier, self.torch = tier, torch
         self.device = torch.device("cuda")
         self.gpu = torch.cuda.get_device_name(self.device)
-        cache_dir = cache_dir or Path(
-            os.environ.get("FOLEY_ENGINE_CACHE_DIR", tier.path / "tensorrt")
-        )
+        cache_dir = cache_dir or tier.path / "tensorrt"
         runtime = trt.Runtime(trt.Logger(trt.Logger.WARNING))
         self.engines, self.contexts = {}, {}
         for stage in tier.stages:

@@ -19,7 +19,7 @@ Frames are taken at their own presentation times; nothing is resampled to a fixe
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -67,6 +67,7 @@ class ContactTier:
     digest: str = ""
     kind: str = KIND
     live_gain_db: float = 0.0  # as TierConfig.live_gain_db
+    gpu_precision: dict[str, str] = field(default_factory=dict)  # as TierConfig.gpu_precision
 
     @property
     def stages(self) -> tuple[StageSpec, StageSpec]:
@@ -143,4 +144,5 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
         ),
         digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
         live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
+        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )

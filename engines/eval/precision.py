@@ -1,0 +1,132 @@
+"""Choose each stage's float precision for the cuda backend by what it does to the rendered track:
+
+    python -m engines.eval.precision [--tiers preview export objects] [--clips 4] [--write]
+
+Each tier renders the bundled sample and `--clips` fresh simulated scenes (engines.eval.loudness's
+typical clips) on the cpu backend (fp32, the reference) and on the cuda backend with one stage at
+a time in fp16 or bf16. A precision is kept for a stage when, over every clip, the track's
+log-mel distance to the reference (engines.eval.quality, natural-log power) stays under
+MAX_LOG_MEL and its onsets (engines.eval.onsets, the sync instrument) match the reference's with
+F1 >= MIN_ONSET_F1 within ONSET_TOLERANCE_S: fp16 first (more mantissa), then bf16, else fp32.
+
+On a machine without a GPU the cuda backend runs on torch's CPU device, which rounds weights and
+activations to the same formats; bench/gpu.py re-checks the choice on the GPU. `--write` stores
+it in each tier's config.json (`gpu.precision`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from engines.eval.loudness import typical_clips
+from engines.eval.onsets import detect_onsets, match_onsets
+from engines.eval.quality import spectral_distance
+from engines.eval.sync import read_audio
+from engines.models.mel import LogMel
+from service.config import Settings
+from service.pipeline.backends.base import backend_present
+from service.pipeline.backends.cuda import CudaBackend
+from service.pipeline.engine import FoleyEngine
+from service.pipeline.types import RenderOptions
+
+log = logging.getLogger(__name__)
+MAX_LOG_MEL = 0.05
+MIN_ONSET_F1 = 0.98
+ONSET_TOLERANCE_S = 0.002
+CANDIDATES = ("fp16", "bf16")
+
+
+def render(engine: FoleyEngine, video: Path, out: Path) -> np.ndarray:
+    engine.render(video, out, RenderOptions(format="wav", loudness_lufs=None))
+    return read_audio(out)[0]
+
+
+def compare(audio: np.ndarray, reference: np.ndarray, mel: LogMel) -> tuple[float, float]:
+    """-> (log-mel distance, onset F1) of a track against the reference track."""
+    distance = spectral_distance(audio, reference, mel).log_mel
+    onsets = match_onsets(
+        detect_onsets(audio, 48000), detect_onsets(reference, 48000), ONSET_TOLERANCE_S
+    )
+    return distance, onsets.f1
+
+
+def study(models: Path, tier: str, clips: list[tuple[str, Path]], workdir: Path) -> dict:
+    """Per stage and candidate precision: the worst distance and F1 over the clips."""
+    settings = Settings(models_dir=models, default_tier=tier, window_memo=False)
+    reference_engine = FoleyEngine.load(settings)
+    tier_config = reference_engine.tier
+    mel = LogMel(sample_rate=48000, hop=400, n_fft=1600, n_mels=64, fmin=0.0, fmax=24000.0,
+                 log_floor=1e-5)  # fmt: skip
+    references = {
+        name: render(reference_engine, video, workdir / "ref.wav") for name, video in clips
+    }
+    device = "cuda" if backend_present("cuda") else "cpu"
+    found: dict = {}
+    for stage in (s.name for s in tier_config.stages):
+        for precision in CANDIDATES:
+            backend = CudaBackend(tier_config, device=device, precision={stage: precision})
+            engine = FoleyEngine(settings, tier_config, backend)
+            scores = [
+                compare(render(engine, video, workdir / "out.wav"), references[name], mel)
+                for name, video in clips
+            ]
+            worst = (max(d for d, _ in scores), min(f for _, f in scores))
+            found[stage, precision] = worst
+            log.info("%s %s %s: log-mel %.4f, onset F1 %.3f", tier, stage, precision, *worst)
+    return found
+
+
+def choose(found: dict, stages: list[str]) -> dict[str, str]:
+    chosen = {}
+    for stage in stages:
+        chosen[stage] = next(
+            (
+                p
+                for p in CANDIDATES
+                if found[stage, p][0] <= MAX_LOG_MEL and found[stage, p][1] >= MIN_ONSET_F1
+            ),
+            "fp32",
+        )
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiers", nargs="+", default=["preview", "export", "objects"])
+    parser.add_argument("--clips", type=int, default=4, help="simulated scenes besides the sample")
+    parser.add_argument("--models", type=Path, default=None, help="default: FOLEY_MODELS_DIR")
+    parser.add_argument("--write", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    models = args.models or Settings().models_dir
+    device = "cuda" if backend_present("cuda") else "cpu (the formats' rounding, no GPU)"
+    print(f"device: {device}; keep when log-mel <= {MAX_LOG_MEL} and onset F1 >= {MIN_ONSET_F1}")
+    with tempfile.TemporaryDirectory() as tmp:
+        clips = typical_clips(Path(tmp), args.clips)
+        for tier in args.tiers:
+            found = study(models, tier, clips, Path(tmp))
+            stages = list(dict.fromkeys(stage for stage, _ in found))
+            chosen = choose(found, stages)
+            print(f"\n{tier}\n| stage | fp16 log-mel / F1 | bf16 log-mel / F1 | chosen |")
+            print("|---|---|---|---|")
+            for stage in stages:
+                cells = [f"{found[stage, p][0]:.4f} / {found[stage, p][1]:.3f}" for p in CANDIDATES]
+                print(f"| {stage} | {' | '.join(cells)} | {chosen[stage]} |")
+            if args.write:
+                path = models / tier / "config.json"
+                text = path.read_text()
+                raw = json.loads(text)
+                raw["gpu"] = {"precision": chosen}
+                indent = len(text.splitlines()[1]) - len(text.splitlines()[1].lstrip())
+                path.write_text(json.dumps(raw, indent=indent) + "\n")
+                print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
