@@ -11,7 +11,8 @@ rounds of `--generator-steps`, each continuing from the last with a fresh one-cy
 tier. The `preview` tier is the same model with half its encoder channels and generator hidden
 units pruned away (engines.export.prune), fine-tuned for `--prune-steps` more with the same
 recipe at a lower rate (docs/model-card.md, Compression). Last, each tier's live gain is
-calibrated against its offline renders (engines.eval.loudness). Deterministic per seed. The README
+calibrated against its offline renders (engines.eval.loudness) and each stage's GPU precision
+chosen (engines.eval.precision). Deterministic per seed. The README
 states how long each step takes on a 2-core CPU.
 """
 
@@ -23,7 +24,7 @@ import time
 from pathlib import Path
 
 from engines.data.dataset import write_dataset
-from engines.eval import loudness
+from engines.eval import loudness, precision
 from engines.export.onnx_export import export_tier
 from engines.export.prune import prune
 from engines.models.checkpoint import checkpoint_config
@@ -89,6 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     export_tier(tuned, args.out / "preview", name="preview")
     loudness.main(["--models", str(args.out), "--tiers", "export", "preview", "--write"])
+    precision.main(["--models", str(args.out), "--tiers", "export", "preview", "--write"])
     log.info("total: %.0f s", time.perf_counter() - started)
 
 

@@ -14,8 +14,9 @@ Every step caches what it makes, so a stopped build continues from its last fini
 5. the contact head on simulated tracks with detector noise plus those real tracks
    (engines.tracks.train, data/tracks/rounds/), exported with the localiser;
 6. the impulse estimate (engines.tracks.strength), the firing threshold chosen on the whole
-   path on validation clips (engines.eval.contact_threshold) and the live gain
-   (engines.eval.loudness), all written into config.json.
+   path on validation clips (engines.eval.contact_threshold), the live gain
+   (engines.eval.loudness) and each stage's GPU precision (engines.eval.precision), all
+   written into config.json.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from engines.eval import contact_threshold, loudness
+from engines.eval import contact_threshold, loudness, precision
 from engines.export.contacts import OBJECTS, export
 from engines.tracks import observed, strength
 from engines.tracks import train as head_train
@@ -88,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     strength.main(["--clips", str(LOCALISER_CLIPS), "--write"])
     contact_threshold.main(["--clips", "28", "--controls", "8", "--write"])
     loudness.main(["--models", str(OBJECTS.parent), "--tiers", "objects", "--write"])
+    precision.main(["--models", str(OBJECTS.parent), "--tiers", "objects", "--write"])
     log.info("total: %.0f s", time.perf_counter() - started)
 
 

@@ -14,42 +14,19 @@ gain in each tier's config.json (`audio.live_gain_db`).
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from engines.eval.scenes import scene_clip
+from engines.eval import calibrate
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
 
 log = logging.getLogger(__name__)
-CALIBRATION_SEED = 7_000_000  # apart from the evaluation and validation sets
-KINDS = ("drop", "roll", "multi", "slide")
 LIVE_TOLERANCE_DB = 3.0
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
-
-
-def typical_clips(workdir: Path, count: int) -> list[tuple[str, Path]]:
-    """The sample and `count` fresh simulated scenes, encoded in `workdir`."""
-    clips = [("sample", SAMPLE)]
-    for i in range(count):
-        seed = CALIBRATION_SEED + i
-        made = scene_clip(
-            seed,
-            "30",
-            workdir,
-            holdout=False,
-            duration_s=5.0,
-            size=(320, 180),
-            kind=KINDS[i % len(KINDS)],
-        )
-        clips.append((f"{KINDS[i % len(KINDS)]} {seed}", made.video))
-    return clips
 
 
 def offline_gains(
@@ -68,16 +45,11 @@ def offline_gains(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiers", nargs="+", default=["preview", "export", "objects"])
-    parser.add_argument("--clips", type=int, default=8, help="simulated scenes besides the sample")
-    parser.add_argument("--models", type=Path, default=None, help="default: FOLEY_MODELS_DIR")
-    parser.add_argument("--write", action="store_true")
-    args = parser.parse_args(argv)
+    args = calibrate.parser(__doc__, clips=8).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     models = args.models or Settings().models_dir
     with tempfile.TemporaryDirectory() as tmp:
-        clips = typical_clips(Path(tmp), args.clips)
+        clips = calibrate.typical_clips(Path(tmp), args.clips)
         for tier in args.tiers:
             gains = offline_gains(models, tier, clips, Path(tmp))
             live = float(np.median(list(gains.values())))
@@ -88,13 +60,11 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"  {name:<16} offline {gain:+6.1f} dB   live - offline "
                       f"{live - gain:+6.1f} dB")  # fmt: skip
             if args.write:
-                path = models / tier / "config.json"
-                text = path.read_text()
-                raw = json.loads(text)
-                raw["audio"]["live_gain_db"] = round(live, 2)
-                indent = len(text.splitlines()[1]) - len(text.splitlines()[1].lstrip())
-                path.write_text(json.dumps(raw, indent=indent) + "\n")
-                print(f"  wrote {path}")
+
+                def store(raw: dict, live: float = live) -> None:
+                    raw["audio"]["live_gain_db"] = round(live, 2)
+
+                print(f"  wrote {calibrate.write_config(models, tier, store)}")
 
 
 if __name__ == "__main__":

@@ -16,15 +16,13 @@ it in each tier's config.json (`gpu.precision`).
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from engines.eval.loudness import typical_clips
+from engines.eval import calibrate
 from engines.eval.onsets import detect_onsets, match_onsets
 from engines.eval.quality import spectral_distance
 from engines.eval.sync import read_audio
@@ -97,18 +95,13 @@ def choose(found: dict, stages: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiers", nargs="+", default=["preview", "export", "objects"])
-    parser.add_argument("--clips", type=int, default=4, help="simulated scenes besides the sample")
-    parser.add_argument("--models", type=Path, default=None, help="default: FOLEY_MODELS_DIR")
-    parser.add_argument("--write", action="store_true")
-    args = parser.parse_args(argv)
+    args = calibrate.parser(__doc__, clips=4).parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     models = args.models or Settings().models_dir
     device = "cuda" if backend_present("cuda") else "cpu (the formats' rounding, no GPU)"
     print(f"device: {device}; keep when log-mel <= {MAX_LOG_MEL} and onset F1 >= {MIN_ONSET_F1}")
     with tempfile.TemporaryDirectory() as tmp:
-        clips = typical_clips(Path(tmp), args.clips)
+        clips = calibrate.typical_clips(Path(tmp), args.clips)
         for tier in args.tiers:
             found = study(models, tier, clips, Path(tmp))
             stages = list(dict.fromkeys(stage for stage, _ in found))
@@ -119,13 +112,11 @@ def main(argv: list[str] | None = None) -> None:
                 cells = [f"{found[stage, p][0]:.4f} / {found[stage, p][1]:.3f}" for p in CANDIDATES]
                 print(f"| {stage} | {' | '.join(cells)} | {chosen[stage]} |")
             if args.write:
-                path = models / tier / "config.json"
-                text = path.read_text()
-                raw = json.loads(text)
-                raw["gpu"] = {"precision": chosen}
-                indent = len(text.splitlines()[1]) - len(text.splitlines()[1].lstrip())
-                path.write_text(json.dumps(raw, indent=indent) + "\n")
-                print(f"wrote {path}")
+
+                def store(raw: dict, chosen: dict = chosen) -> None:
+                    raw["gpu"] = {"precision": chosen}
+
+                print(f"wrote {calibrate.write_config(models, tier, store)}")
 
 
 if __name__ == "__main__":

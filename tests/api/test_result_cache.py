@@ -260,6 +260,7 @@ def test_with_redis_down_or_hung_requests_are_served_and_readyz_says_degraded(
                 "status": "degraded",
                 "tier": "test-tier",
                 "model_version": "0.0.1-test",
+                "backend": {"name": "cpu", "device": "test", "precision": {}},
                 "cache": "unavailable",
             }
             assert client.get("/healthz").status_code == 200
@@ -287,6 +288,7 @@ def test_when_redis_comes_back_the_circuit_closes_and_hits_resume(
             "status": "ready",
             "tier": "test-tier",
             "model_version": "0.0.1-test",
+            "backend": {"name": "cpu", "device": "test", "precision": {}},
         }
         assert post(client).headers["x-foley-cache"] == "hit"
     cache.close()

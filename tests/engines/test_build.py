@@ -33,6 +33,8 @@ def test_build_trains_export_and_prunes_preview_from_it(tmp_path: Path) -> None:
     assert preview["parameters"]["vocoder"] == export["parameters"]["vocoder"]
     for key in ("video", "audio", "feature_dim"):
         assert preview[key] == export[key]
+    for config in (export, preview):  # each stage's GPU precision, measured
+        assert set(config["gpu"]["precision"]) == {"encoder", "generator", "vocoder"}
     clip = videos.encode_clip(tmp_path / "in.mp4", fps=25, frames=30, size=(96, 64))
     for tier in ("export", "preview"):
         engine = FoleyEngine.load(Settings(models_dir=models, default_tier=tier))

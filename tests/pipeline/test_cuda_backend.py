@@ -14,7 +14,7 @@ import torch
 
 from engines.eval.sync import read_audio
 from service.config import Settings
-from service.errors import BackendUnavailable
+from service.errors import BackendUnavailable, DeviceOutOfMemory
 from service.pipeline.backends.base import backend_present, create_backend
 from service.pipeline.backends.cuda import CudaBackend
 from service.pipeline.engine import FoleyEngine
@@ -121,3 +121,16 @@ def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
         create_backend("tensorrt", tier)
     assert create_backend("auto", tier).info().name == "cpu"
     assert torch.cuda.is_available() is False
+
+
+def test_running_out_of_device_memory_fails_the_call_with_a_clear_error(monkeypatch) -> None:
+    tier = load_engine(Settings()).tier
+    backend = CudaBackend(tier, device="cpu")
+
+    def full(inputs):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+
+    monkeypatch.setattr(backend, "graphs", {**backend.graphs, "vocoder": full})
+    with pytest.raises(DeviceOutOfMemory, match="ran out of memory in the vocoder stage"):
+        backend.run("vocoder", {})
+    assert DeviceOutOfMemory.http_status == 503

@@ -11,6 +11,7 @@ import torch
 
 from engines.models.checkpoint import load_checkpoint
 from service.pipeline.backends.base import Backend
+from service.pipeline.backends.cuda import CudaBackend
 from service.pipeline.contract import TierConfig
 from service.pipeline.preprocess import ModelFrames, to_model_input
 from service.pipeline.streaming import StreamingSynth, StreamRunner, synthesize_clip
@@ -47,6 +48,20 @@ def test_any_chunking_equals_one_pass(
     streamed = _streamed(tiny_tier, tiny_backend, clip, pushes, num_samples)
     assert streamed.shape == reference.shape == (num_samples,)
     _close(streamed, reference)
+
+
+@pytest.mark.parametrize("pushes", [[1] * 40, [32] * 6 + [8]])
+def test_on_the_cuda_backend_too_any_chunking_equals_one_pass(
+    tiny_tier: TierConfig, tiny_backend: Backend, pushes: list[int]
+) -> None:
+    """The cuda backend's code (on torch's CPU device): the same stream contract, so chunked
+    equals one pass, and both equal the cpu backend's track."""
+    on_torch = CudaBackend(tiny_tier, device="cpu", precision={})
+    clip = _clip(tiny_tier, sum(pushes), seed=2)
+    num_samples = len(clip) * tiny_tier.samples_per_frame
+    reference = synthesize_clip(clip, tier=tiny_tier, backend=on_torch, num_samples=num_samples)
+    _close(_streamed(tiny_tier, on_torch, clip, pushes, num_samples), reference)
+    _close(reference, synthesize_clip(clip, tier=tiny_tier, backend=tiny_backend))
 
 
 @pytest.mark.parametrize("frames", [1, 2, 75])

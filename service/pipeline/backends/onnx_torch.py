@@ -401,6 +401,7 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "Sin": _elementwise(torch.sin),
     "Sigmoid": _elementwise(torch.sigmoid),
     "Relu": _elementwise(torch.relu),
+    "Identity": _elementwise(lambda x: x),
     "Mod": _mod,
     "Where": _where,
     "Gather": _gather,
