@@ -51,6 +51,7 @@ class _Captured:
     inputs: dict[str, torch.Tensor]  # on the device, filled before each replay
     outputs: dict[str, torch.Tensor]  # on the device, written by each replay
     host: dict[str, torch.Tensor]  # pinned, the outputs copied back
+    keep: list[torch.Tensor]  # pinned host values the graph copies from at each replay
 
 
 class CudaBackend:
@@ -164,6 +165,7 @@ class CudaBackend:
             self.graphs[stage](static)  # warm: allocations and host-side sizes settle
             stream.synchronize()
             graph = torch.cuda.CUDAGraph()
+            keep = self.graphs[stage].keep = []
             with torch.cuda.graph(graph, stream=stream):
                 outputs = self.graphs[stage](static)
         except RuntimeError as exc:
@@ -171,8 +173,10 @@ class CudaBackend:
                 "%s: no CUDA graph for %s (%s); it runs eagerly", self.tier.name, stage, exc
             )
             return None
+        finally:
+            self.graphs[stage].keep = None
         host = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in outputs.items()}
-        return _Captured(graph, static, outputs, host)
+        return _Captured(graph, static, outputs, host, keep)
 
     def _replay(
         self, stage: str, captured: _Captured, inputs: dict[str, np.ndarray]

@@ -46,6 +46,7 @@ class OnnxGraph:
     def __init__(self, path: Path, device: torch.device, dtype: torch.dtype) -> None:
         model = onnx.load(str(path))
         self.device, self.dtype = device, dtype
+        self.keep: list[Tensor] | None = None  # host buffers of a graph being captured
         graph = model.graph
         known = {i.name for i in graph.initializer}
         self.inputs = [i.name for i in graph.input if i.name not in known]
@@ -83,7 +84,7 @@ class OnnxGraph:
         """Floats to the device in the compute precision; integers and booleans stay where
         they are (shapes: on the host)."""
         if tensor.is_floating_point():
-            return tensor.to(self.device, self.dtype, non_blocking=True)
+            return self.to(tensor.to(self.dtype), self.device)
         return tensor
 
     def device_of(self, *tensors: Tensor | None) -> torch.device:
@@ -93,7 +94,19 @@ class OnnxGraph:
 
     def together(self, *tensors: Tensor | None) -> list[Tensor | None]:
         where = self.device_of(*tensors)
-        return [None if t is None else t.to(where, non_blocking=True) for t in tensors]
+        return [None if t is None else self.to(t, where) for t in tensors]
+
+    def to(self, tensor: Tensor, where: torch.device) -> Tensor:
+        """`tensor` on `where`. While a CUDA graph is captured, a host value goes through
+        pinned memory kept with the graph: a copy from pageable memory cannot be captured, and
+        the graph's replays read the same host buffer (its values depend only on the shapes,
+        which a graph fixes)."""
+        if tensor.device == where:
+            return tensor
+        if self.keep is not None and tensor.device.type == "cpu":
+            tensor = tensor.pin_memory()
+            self.keep.append(tensor)
+        return tensor.to(where, non_blocking=True)
 
     def cast(self, tensor: Tensor, to: int) -> Tensor:
         dtype = _DTYPES[to]
