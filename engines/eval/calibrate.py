@@ -8,6 +8,9 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import av
+import numpy as np
+
 from engines.eval.scenes import scene_clip
 
 CALIBRATION_SEED = 7_000_000  # apart from the evaluation and validation sets
@@ -43,6 +46,24 @@ def typical_clips(workdir: Path, count: int) -> list[tuple[str, Path]]:
         )
         clips.append((f"{KINDS[i % len(KINDS)]} {seed}", made.video))
     return clips
+
+
+def graphic_clip(path: Path, seconds: float = 2.0, size: tuple[int, int] = (160, 120)) -> Path:
+    """A white square sliding over a flat dark background, 30 fps: nothing like the training
+    scenes, and the kind of input where rounding tips a detector's near ties."""
+    width, height = size
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=30)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        for k in range(round(seconds * 30)):
+            image = np.full((height, width, 3), 40, np.uint8)
+            x = (3 * k) % (width - 8)
+            image[8:16, x : x + 8] = 255
+            for packet in stream.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return path
 
 
 def write_config(models: Path, tier: str, update: Callable[[dict], None]) -> Path:
