@@ -285,7 +285,9 @@ async def _send(
     while True:
         item = await outbox.get()
         if isinstance(item, FailOut):
-            close = p.CLOSE_INTERNAL if item.code == "internal" else p.CLOSE_BAD_INPUT
+            close = {"internal": p.CLOSE_INTERNAL, "device_out_of_memory": p.CLOSE_BUSY}.get(
+                item.code, p.CLOSE_BAD_INPUT
+            )
             raise _Close(item.code, item.reason, close)
         if isinstance(item, EndOut):
             if stats.latency_ms:  # the last window's statistics, however short

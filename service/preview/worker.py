@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from service.errors import DeviceOutOfMemory
 from service.media.audio_out import ExactResampler
 from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
@@ -194,6 +195,10 @@ class PreviewWorker:
                     s.pending.clear()
             try:
                 self._run(batch)
+            except DeviceOutOfMemory as exc:  # this batch's sessions end; the worker goes on
+                log.warning("preview batch: %s", exc.reason)
+                for s, _, _ in batch:
+                    self._fail(s, exc.code, exc.reason)
             except Exception:
                 log.exception("preview batch failed")
                 for s, _, _ in batch:

@@ -13,8 +13,9 @@ import pytest
 from service.api import preview as transport
 from service.api.metrics import Metrics
 from service.config import Settings
+from service.errors import DeviceOutOfMemory
 from service.preview import protocol as p
-from service.preview.worker import AudioOut, EndOut, Full, PreviewWorker
+from service.preview.worker import AudioOut, EndOut, FailOut, Full, PreviewWorker
 
 CONFIG = p.SessionConfig(type="config", width=96, height=96)
 FRAME = np.zeros((96, 96, 3), np.uint8).tobytes()
@@ -119,3 +120,44 @@ def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None
     finally:
         worker.stop()
     assert (close.code, close.close) == ("slow_reader", p.CLOSE_SLOW_READER)
+
+
+class FullGpu:
+    """A backend whose device has run out of memory until `freed` is set."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.tier = inner, inner.name, inner.tier
+        self.freed = threading.Event()
+
+    def run(self, stage, inputs):
+        if not self.freed.is_set():
+            raise DeviceOutOfMemory("the GPU ran out of memory in the encoder stage")
+        return self.inner.run(stage, inputs)
+
+
+def test_a_gpu_out_of_memory_ends_that_batch_with_its_code_and_the_worker_goes_on(
+    real_engine,
+) -> None:
+    backend = FullGpu(real_engine.backend)
+    worker = PreviewWorker(real_engine.tier, backend, max_sessions=4, queue_frames=8,
+                           batch_window_s=0.0)  # fmt: skip
+    try:
+        got: list = []
+        first = worker.open(CONFIG, got.append)
+        worker.submit(first, p.parse_frame(p.pack_frame(0, 0.0, FRAME)), 0.0)
+        worker.submit(first, p.parse_frame(p.pack_frame(1, 1 / 30, FRAME)), 0.0)
+        deadline = time.monotonic() + 10
+        while not any(isinstance(o, FailOut) for o in got):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        (failed,) = [o for o in got if isinstance(o, FailOut)]
+        assert failed.code == "device_out_of_memory"
+        backend.freed.set()
+        ended = threading.Event()
+        after = worker.open(CONFIG, lambda o: isinstance(o, EndOut) and ended.set())
+        for k in range(4):
+            worker.submit(after, p.parse_frame(p.pack_frame(k, k / 30, FRAME)), 0.0)
+        worker.end(after)
+        assert ended.wait(10)
+    finally:
+        worker.stop()
