@@ -236,8 +236,6 @@ def _fix_timestamps(
         at_s = Fraction(start_s) if previous_s is None else previous_s + step_s
         pts = dts = round(at_s / tb)
         done = "filled"
-    else:
-        at_s = dts * tb
     if pts is not None and dts > pts:
         pts = dts = pts if previous is None else sorted((pts, dts, previous + 1))[1]
         done = "moved"

@@ -109,14 +109,13 @@ class CudaBackend:
         return BackendInfo("cuda", device, dict(self.precision), memory)
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        with self._locks[stage], self._on_stream(stage), torch.inference_mode():
-            try:
-                return self._run(stage, inputs)
-            except torch.OutOfMemoryError as exc:
-                torch.cuda.empty_cache()
-                raise DeviceOutOfMemory(
-                    f"the GPU ran out of memory in the {stage} stage ({exc.args[0][:120]})"
-                ) from exc
+        with (
+            self._locks[stage],
+            self._on_stream(stage),
+            torch.inference_mode(),
+            device_memory_errors(stage),
+        ):
+            return self._run(stage, inputs)
 
     @contextlib.contextmanager
     def _on_stream(self, stage: str) -> Iterator[None]:
@@ -140,19 +139,14 @@ class CudaBackend:
         return self._to_host(stage, outputs)
 
     def _to_device(self, array: np.ndarray) -> torch.Tensor:
-        tensor = torch.from_numpy(np.ascontiguousarray(array))
         if not self.on_gpu:
-            return tensor
-        return tensor.pin_memory().to(self.device, non_blocking=True)
+            return torch.from_numpy(np.ascontiguousarray(array))
+        return to_device(array, self.device)
 
     def _to_host(self, stage: str, outputs: dict[str, torch.Tensor]) -> dict[str, np.ndarray]:
         if not self.on_gpu:
             return {k: v.numpy() for k, v in outputs.items()}
-        host = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in outputs.items()}
-        for k, v in outputs.items():
-            host[k].copy_(v, non_blocking=True)
-        self._streams[stage].synchronize()  # this stage's work only
-        return {k: v.numpy() for k, v in host.items()}
+        return {k: v.numpy() for k, v in copy_back(outputs, self._streams[stage]).items()}
 
     def _capture(self, stage: str, inputs: dict[str, np.ndarray]) -> _Captured | None:
         """A CUDA graph of the stage for these shapes, with its own input and output buffers;
@@ -175,8 +169,7 @@ class CudaBackend:
             return None
         finally:
             self.graphs[stage].keep = None
-        host = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in outputs.items()}
-        return _Captured(graph, static, outputs, host, keep)
+        return _Captured(graph, static, outputs, _pinned_like(outputs), keep)
 
     def _replay(
         self, stage: str, captured: _Captured, inputs: dict[str, np.ndarray]
@@ -184,7 +177,45 @@ class CudaBackend:
         for k, v in inputs.items():
             captured.inputs[k].copy_(torch.from_numpy(np.ascontiguousarray(v)), non_blocking=True)
         captured.graph.replay()
-        for k, v in captured.outputs.items():
-            captured.host[k].copy_(v, non_blocking=True)
-        self._streams[stage].synchronize()
-        return {k: v.numpy().copy() for k, v in captured.host.items()}
+        host = copy_back(captured.outputs, self._streams[stage], captured.host)
+        return {k: v.numpy().copy() for k, v in host.items()}  # the buffers serve every replay
+
+
+# Shared with the tensorrt backend: the copies and the memory errors of any GPU stage.
+
+
+def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array on the device, through pinned memory (an asynchronous copy)."""
+    tensor = torch.from_numpy(np.ascontiguousarray(array)).pin_memory()
+    return tensor.to(device, non_blocking=True)
+
+
+def copy_back(
+    outputs: dict[str, torch.Tensor],
+    stream: torch.cuda.Stream,
+    host: dict[str, torch.Tensor] | None = None,
+) -> dict[str, torch.Tensor]:
+    """The device `outputs` in pinned host tensors (`host`, else new ones), once `stream` has
+    written them: the wait is for that stream's work only."""
+    host = host if host is not None else _pinned_like(outputs)
+    for k, v in outputs.items():
+        host[k].copy_(v, non_blocking=True)
+    stream.synchronize()
+    return host
+
+
+def _pinned_like(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in tensors.items()}
+
+
+@contextlib.contextmanager
+def device_memory_errors(stage: str) -> Iterator[None]:
+    """The GPU out of memory as `DeviceOutOfMemory` (this call fails, the next starts from a
+    freed cache)."""
+    try:
+        yield
+    except torch.OutOfMemoryError as exc:
+        torch.cuda.empty_cache()
+        raise DeviceOutOfMemory(
+            f"the GPU ran out of memory in the {stage} stage ({exc.args[0][:120]})"
+        ) from exc

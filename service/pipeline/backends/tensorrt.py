@@ -31,8 +31,8 @@ from types import ModuleType
 
 import numpy as np
 
-from service.errors import DeviceOutOfMemory
 from service.pipeline.backends.base import BackendInfo, backend_present, require
+from service.pipeline.backends.cuda import copy_back, device_memory_errors, to_device
 from service.pipeline.contract import StageSpec, TierConfig
 
 log = logging.getLogger(__name__)
@@ -164,20 +164,15 @@ class TensorRTBackend:
         return BackendInfo("tensorrt", self.gpu, dict.fromkeys(stages, "fp16"), memory)
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        torch = self.torch
-        with self._locks[stage], torch.cuda.stream(self._streams[stage]):
-            try:
-                return self._run(stage, inputs)
-            except torch.OutOfMemoryError as exc:
-                torch.cuda.empty_cache()
-                raise DeviceOutOfMemory(f"the GPU ran out of memory in the {stage} stage") from exc
+        stream = self._streams[stage]
+        with self._locks[stage], self.torch.cuda.stream(stream), device_memory_errors(stage):
+            return self._run(stage, inputs)
 
     def _run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         torch, engine, context = self.torch, self.engines[stage], self.contexts[stage]
         kept = []
         for name, array in inputs.items():
-            tensor = torch.from_numpy(np.ascontiguousarray(array)).pin_memory()
-            tensor = tensor.to(self.device, non_blocking=True)
+            tensor = to_device(array, self.device)
             kept.append(tensor)
             context.set_input_shape(name, tuple(tensor.shape))
             context.set_tensor_address(name, tensor.data_ptr())
@@ -193,10 +188,7 @@ class TensorRTBackend:
         stream = self._streams[stage]
         if not context.execute_async_v3(stream.cuda_stream):
             raise RuntimeError(f"TensorRT could not run the {stage} stage")
-        host = {k: torch.empty(v.shape, dtype=v.dtype, pin_memory=True) for k, v in outputs.items()}
-        for k, v in outputs.items():
-            host[k].copy_(v, non_blocking=True)
-        stream.synchronize()
+        host = copy_back(outputs, stream)
         return {
             k: v.float().numpy() if v.is_floating_point() else v.numpy() for k, v in host.items()
         }
