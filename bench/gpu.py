@@ -117,7 +117,7 @@ def offline(
     from service.pipeline.types import RenderOptions
 
     settings = Settings(default_tier=tier)
-    engine = FoleyEngine(settings, load_engine(settings).tier, backend)
+    engine = FoleyEngine(settings, backend.tier, backend)
     engine.render(clip, workdir / "warm.wav", RenderOptions(format="wav"))
     began = time.perf_counter()
     engine.render(clip, workdir / "o.wav", RenderOptions(format="wav"))
