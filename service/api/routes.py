@@ -113,8 +113,9 @@ async def readyz(state: State) -> Ready:
 
 @router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
 async def metrics(state: State) -> Response:
-    """Prometheus metrics of this process (service.api.metrics). Open like the probes."""
-    return state.metrics.exposition()
+    """Prometheus metrics of this process (service.api.metrics). Open like the probes. Collected
+    in a worker thread: a gauge asks the export store (Redis), which must not hold the loop."""
+    return await anyio.to_thread.run_sync(state.metrics.exposition)
 
 
 @router.get("/v1/tiers", responses={401: _ERROR_401, 503: _ERROR_503})
