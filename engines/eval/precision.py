@@ -55,28 +55,38 @@ def compare(audio: np.ndarray, reference: np.ndarray, mel: LogMel) -> tuple[floa
     return distance, onsets.f1
 
 
-def study(models: Path, tier: str, clips: list[tuple[str, Path]], workdir: Path) -> dict:
-    """Per stage and candidate precision: the worst distance and F1 over the clips."""
-    settings = Settings(models_dir=models, default_tier=tier, window_memo=False)
-    reference_engine = FoleyEngine.load(settings)
-    tier_config = reference_engine.tier
-    mel = _mel()
-    references = {
-        name: render(reference_engine, video, workdir / "ref.wav") for name, video in clips
-    }
-    device = "cuda" if backend_present("cuda") else "cpu"
+class Reference:
+    """A tier's fp32 tracks of the clips, rendered once on the cpu backend, and the worst score
+    of the cuda backend's tracks against them at given precisions."""
+
+    def __init__(self, models: Path, tier: str, clips: list[tuple[str, Path]], workdir: Path):
+        self.settings = Settings(models_dir=models, default_tier=tier, window_memo=False)
+        engine = FoleyEngine.load(self.settings)
+        self.tier, self.clips, self.workdir = engine.tier, clips, workdir
+        self.tracks = {name: render(engine, video, workdir / "ref.wav") for name, video in clips}
+        self.device = "cuda" if backend_present("cuda") else "cpu"
+        self.mel = LogMel(sample_rate=48000, hop=400, n_fft=1600, n_mels=64, fmin=0.0,
+                          fmax=24000.0, log_floor=1e-5)  # fmt: skip
+
+    def worst(self, precision: dict[str, str]) -> tuple[float, float]:
+        """-> (the largest log-mel distance, the lowest onset F1) over the clips."""
+        backend = CudaBackend(self.tier, device=self.device, precision=precision)
+        engine = FoleyEngine(self.settings, self.tier, backend)
+        scores = [
+            compare(render(engine, video, self.workdir / "out.wav"), self.tracks[name], self.mel)
+            for name, video in self.clips
+        ]
+        return max(d for d, _ in scores), min(f for _, f in scores)
+
+
+def study(reference: Reference) -> dict:
+    """Per stage and candidate precision, that stage alone: the worst score over the clips."""
     found: dict = {}
-    for stage in (s.name for s in tier_config.stages):
+    for stage in (s.name for s in reference.tier.stages):
         for precision in CANDIDATES:
-            backend = CudaBackend(tier_config, device=device, precision={stage: precision})
-            engine = FoleyEngine(settings, tier_config, backend)
-            scores = [
-                compare(render(engine, video, workdir / "out.wav"), references[name], mel)
-                for name, video in clips
-            ]
-            worst = (max(d for d, _ in scores), min(f for _, f in scores))
-            found[stage, precision] = worst
-            log.info("%s %s %s: log-mel %.4f, onset F1 %.3f", tier, stage, precision, *worst)
+            found[stage, precision] = worst = reference.worst({stage: precision})
+            log.info("%s %s %s: log-mel %.4f, onset F1 %.3f", reference.tier.name, stage,
+                     precision, *worst)  # fmt: skip
     return found
 
 
@@ -89,36 +99,18 @@ def choose(found: dict, stages: list[str]) -> dict[str, str]:
     return {s: next((p for p in CANDIDATES if kept(found[s, p])), "fp32") for s in stages}
 
 
-def together(
-    models: Path, tier: str, clips: list[tuple[str, Path]], workdir: Path, chosen: dict
-) -> tuple[dict[str, str], tuple[float, float]]:
+def together(reference: Reference, chosen: dict) -> tuple[dict[str, str], tuple[float, float]]:
     """The stages' choices at once, which one at a time does not promise: while they fail
-    together, the stage that moved the track most alone goes back to fp32."""
-    settings = Settings(models_dir=models, default_tier=tier, window_memo=False)
-    reference_engine = FoleyEngine.load(settings)
-    mel = _mel()
-    references = {name: render(reference_engine, v, workdir / "ref.wav") for name, v in clips}
-    device = "cuda" if backend_present("cuda") else "cpu"
+    together, the last stage still in reduced precision goes back to fp32."""
     chosen = dict(chosen)
     while True:
-        backend = CudaBackend(reference_engine.tier, device=device, precision=chosen)
-        engine = FoleyEngine(settings, reference_engine.tier, backend)
-        scores = [
-            compare(render(engine, v, workdir / "out.wav"), references[name], mel)
-            for name, v in clips
-        ]
-        worst = (max(d for d, _ in scores), min(f for _, f in scores))
+        worst = reference.worst(chosen)
         reduced = [s for s, p in chosen.items() if p != "fp32"]
         if kept(worst) or not reduced:
             return chosen, worst
         chosen[reduced[-1]] = "fp32"
         log.info("%s: together they move the track (%.4f, F1 %.3f): %s back to fp32",
-                 tier, *worst, reduced[-1])  # fmt: skip
-
-
-def _mel() -> LogMel:
-    return LogMel(sample_rate=48000, hop=400, n_fft=1600, n_mels=64, fmin=0.0, fmax=24000.0,
-                  log_floor=1e-5)  # fmt: skip
+                 reference.tier.name, *worst, reduced[-1])  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -131,9 +123,10 @@ def main(argv: list[str] | None = None) -> None:
         clips = calibrate.typical_clips(Path(tmp), args.clips)
         clips.append(("graphic", calibrate.graphic_clip(Path(tmp) / "graphic.mp4")))
         for tier in args.tiers:
-            found = study(models, tier, clips, Path(tmp))
+            reference = Reference(models, tier, clips, Path(tmp))
+            found = study(reference)
             stages = list(dict.fromkeys(stage for stage, _ in found))
-            chosen, worst = together(models, tier, clips, Path(tmp), choose(found, stages))
+            chosen, worst = together(reference, choose(found, stages))
             print(f"\n{tier}\n| stage | fp16 log-mel / F1 | bf16 log-mel / F1 | chosen |")
             print("|---|---|---|---|")
             for stage in stages:
