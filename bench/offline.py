@@ -59,7 +59,7 @@ def decode_path(path: Path, engine: FoleyEngine) -> float:
     from service.media.decode import open_video
 
     start = time.perf_counter()
-    letterbox = engine.tier.kind == "contacts"
+    letterbox = engine.tier.letterbox
     with open_video(
         path,
         width=engine.tier.width,

@@ -33,6 +33,8 @@ from service.context import REQUEST_ID
 from service.errors import FoleyError
 from service.markers import timecode, timecode_rate
 from service.pipeline.contacts.tier import ContactTier
+from service.pipeline.motion.tier import MotionTier
+from service.pipeline.motion.window import AHEAD as MOTION_AHEAD
 from service.preview import protocol as p
 from service.preview.runners import LiveOnset
 from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
@@ -163,6 +165,8 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
     tier, config = worker.tier, session.config
     if isinstance(tier, ContactTier):
         fps, per_frame, lookahead = None, None, tier.head_config.lookahead + 2
+    elif isinstance(tier, MotionTier):
+        fps, per_frame, lookahead = None, None, MOTION_AHEAD + 1
     else:
         fps, per_frame = tier.fps, config.sample_rate // tier.fps
         lookahead = tier.generator.right_context

@@ -77,9 +77,10 @@ class FoleyParams(BaseModel):
 
 class TierInfo(BaseModel):
     name: str
-    kind: Literal["frames", "contacts"] = Field(
+    kind: Literal["frames", "contacts", "motion"] = Field(
         description="frames: a model at a fixed frame rate; contacts: objects tracked at the "
-        "video's own frame times, each contact rendered on its sample"
+        "video's own frame times, each contact rendered on its sample; motion: contacts read "
+        "from the picture's motion at its own frame times, each rendered on its sample"
     )
     version: str
     default: bool = Field(description="What /v1/foley and the live preview use when not told")

@@ -99,6 +99,11 @@ class TierConfig:
     def stages(self) -> tuple[StageSpec, StageSpec, StageSpec]:
         return (self.encoder, self.generator, self.vocoder)
 
+    @property
+    def letterbox(self) -> bool:
+        """Whether frames keep their shape inside the picture (False: stretched to it)."""
+        return False
+
     def num_frames(self, duration_s: float) -> int:
         """Model frames covering `duration_s` (the last one may be partial)."""
         return max(1, math.ceil(duration_s * self.fps - 1e-6))

@@ -41,6 +41,8 @@ from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, is_contact_tier, load_contact_tier
 from service.pipeline.contract import TierConfig, load_tier
 from service.pipeline.memo import FeatureCache, WindowMemo
+from service.pipeline.motion.synth import MotionSynth
+from service.pipeline.motion.tier import MotionTier, is_motion_tier, load_motion_tier
 from service.pipeline.preprocess import FrameResampler, ModelFrames
 from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
 from service.pipeline.types import (
@@ -53,10 +55,19 @@ from service.pipeline.types import (
     ReuseStats,
 )
 
-Tier = TierConfig | ContactTier
+Tier = TierConfig | ContactTier | MotionTier
 
 log = logging.getLogger(__name__)
 CUT_SHORT_S = 0.25  # frames ending this far before the declared duration: the file was cut
+
+
+def load_any_tier(models: Path, name: str) -> Tier:
+    """The tier `name` of the folder `models`, whatever its kind."""
+    if is_contact_tier(models, name):
+        return load_contact_tier(models, name)
+    if is_motion_tier(models, name):
+        return load_motion_tier(models, name)
+    return load_tier(models, name)
 
 
 class FoleyEngine:
@@ -79,11 +90,7 @@ class FoleyEngine:
     def load(cls, settings: Settings, cache: Cache | None = None) -> FoleyEngine:
         models, name = settings.models_dir, settings.default_tier
         try:
-            tier: Tier = (
-                load_contact_tier(models, name)
-                if is_contact_tier(models, name)
-                else load_tier(models, name)
-            )
+            tier = load_any_tier(models, name)
             backend = create_backend(
                 settings.backend,
                 tier,
@@ -162,6 +169,8 @@ class FoleyEngine:
     def _synth(self, timer: StageTimer) -> ClipSynth:
         if isinstance(self.tier, ContactTier):
             return ContactClipSynth(ContactSynth(self.tier, self.backend, timer=timer))
+        if isinstance(self.tier, MotionTier):
+            return ContactClipSynth(MotionSynth(self.tier, self.backend, timer=timer))
         return FrameRateSynth(
             self.tier,
             StreamingSynth(
@@ -218,7 +227,7 @@ class FoleyEngine:
         duration s, frames decoded, the video's average frame rate, what was wrong with the file
         and worked around)."""
         tier = self.tier
-        letterbox = isinstance(tier, ContactTier)
+        letterbox = tier.letterbox
         with (
             open_video(
                 input_path,
@@ -322,9 +331,10 @@ class FrameRateSynth:
 
 
 class ContactClipSynth:
-    """A contacts tier's stream (service.pipeline.contacts.synth) as a ClipSynth."""
+    """An event tier's stream (service.pipeline.contacts.synth, service.pipeline.motion.synth)
+    as a ClipSynth."""
 
-    def __init__(self, synth: ContactSynth) -> None:
+    def __init__(self, synth: ContactSynth | MotionSynth) -> None:
         self.synth = synth
         self.reuse = ReuseStats()
 

@@ -17,7 +17,7 @@ def installed_tiers(settings: Settings) -> list[str]:
 @dataclass(frozen=True)
 class TierListing:
     name: str
-    kind: str  # "frames" or "contacts"
+    kind: str  # "frames", "contacts" or "motion"
     version: str
     size_bytes: int  # its config and graphs on disk
 

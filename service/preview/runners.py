@@ -6,6 +6,7 @@ the samples where contact sounds start.
   timestamp, then every stage once for all streams of the batch (StreamRunner).
 - `ContactRunner` (kind "contacts"): each stream's ContactSynth at its frames' own times, the
   localiser once for all streams of the batch.
+- `MotionRunner` (kind "motion"): each stream's MotionSynth at its frames' own times.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.synth import ContactSynth, locate
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
+from service.pipeline.motion.synth import MotionSynth
+from service.pipeline.motion.tier import MotionTier
 from service.pipeline.preprocess import FrameResampler
 from service.pipeline.streaming import Stream, StreamRunner
 from service.pipeline.types import ContactMarker
@@ -42,7 +45,7 @@ class LiveChunk:
 
 
 class LiveRunner(Protocol):
-    tier: TierConfig | ContactTier
+    tier: TierConfig | ContactTier | MotionTier
 
     def open(self) -> object: ...
 
@@ -58,10 +61,15 @@ class LiveRunner(Protocol):
 
 
 def create_runner(
-    tier: TierConfig | ContactTier, backend: Backend, *, static_threshold: float = 0.0
+    tier: TierConfig | ContactTier | MotionTier,
+    backend: Backend,
+    *,
+    static_threshold: float = 0.0,
 ) -> LiveRunner:
     if isinstance(tier, ContactTier):
         return ContactRunner(tier, backend)
+    if isinstance(tier, MotionTier):
+        return MotionRunner(tier, backend)
     return FrameRateRunner(tier, backend, static_threshold=static_threshold)
 
 
@@ -151,16 +159,49 @@ class ContactRunner:
         ]
 
     def _chunk(self, synth: ContactSynth, run) -> LiveChunk:
-        """The audio `run` makes and the onsets inside it: an event is decided before its
-        samples are final, so its onset goes out with the chunk that holds its first sample."""
-        start = synth.renderer.taken
-        audio = list(run())  # a live stream's gaps are bounded (protocol.MAX_FRAME_GAP_S)
-        end = synth.renderer.taken
+        return events_chunk(synth, run, self.tier.sample_rate)
+
+
+class MotionRunner:
+    def __init__(self, tier: MotionTier, backend: Backend) -> None:
+        self.tier, self.backend = tier, backend
+
+    def open(self) -> MotionSynth:
+        return MotionSynth(self.tier, self.backend)
+
+    def t0(self, stream: MotionSynth) -> float | None:
+        return stream.t0
+
+    def frames(self, stream: MotionSynth) -> int:
+        return stream.frames
+
+    def push(
+        self, streams: list[MotionSynth], frames: list[tuple[np.ndarray, np.ndarray]]
+    ) -> list[LiveChunk]:
         rate = self.tier.sample_rate
-        onsets = [
-            LiveOnset(n, synth.marker_of(f.event))
-            for f, n in ((f, int(np.ceil(f.event.time_s * rate - 1e-9))) for f in synth.fired[-64:])
-            if start <= n < end
+        return [
+            events_chunk(s, lambda s=s, f=f: list(s.push(*f)), rate)
+            for s, f in zip(streams, frames, strict=True)
         ]
-        onsets.sort(key=lambda o: o.sample)
-        return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), onsets)
+
+    def finish(self, streams: list[MotionSynth], durations_s: list[float]) -> list[LiveChunk]:
+        rate = self.tier.sample_rate
+        return [
+            events_chunk(s, lambda s=s, d=d: list(s.finish(d)), rate)
+            for s, d in zip(streams, durations_s, strict=True)
+        ]
+
+
+def events_chunk(synth: ContactSynth | MotionSynth, run, rate: int) -> LiveChunk:
+    """The audio `run` makes and the onsets inside it: an event is decided before its samples
+    are final, so its onset goes out with the chunk that holds its first sample."""
+    start = synth.renderer.taken
+    audio = list(run())  # a live stream's gaps are bounded (protocol.MAX_FRAME_GAP_S)
+    end = synth.renderer.taken
+    onsets = [
+        LiveOnset(n, synth.marker_of(f.event))
+        for f, n in ((f, int(np.ceil(f.event.time_s * rate - 1e-9))) for f in synth.fired[-64:])
+        if start <= n < end
+    ]
+    onsets.sort(key=lambda o: o.sample)
+    return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), onsets)

@@ -31,6 +31,7 @@ from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
+from service.pipeline.motion.tier import MotionTier
 from service.preview.frames import FrameDecoder
 from service.preview.protocol import MAX_FRAME_GAP_S, FrameMessage, SessionConfig
 from service.preview.runners import LiveChunk, LiveOnset, create_runner
@@ -93,7 +94,7 @@ class Session:
 class PreviewWorker:
     def __init__(
         self,
-        tier: TierConfig | ContactTier,
+        tier: TierConfig | ContactTier | MotionTier,
         backend: Backend,
         *,
         max_sessions: int,
@@ -125,7 +126,7 @@ class PreviewWorker:
                     config,
                     self.tier.width,
                     self.tier.height,
-                    letterbox=isinstance(self.tier, ContactTier),
+                    letterbox=self.tier.letterbox,
                 ),
                 stream=self.runner.open(),
                 out=ExactResampler(self.tier.sample_rate, config.sample_rate, "flt"),

@@ -74,11 +74,38 @@ class ContactTier:
         return (self.localiser, self.head)
 
     @property
+    def letterbox(self) -> bool:
+        return True
+
+    @property
     def materials(self) -> tuple[str, ...]:
         return tuple(v.material for v in self.renderer.voices)
 
     def num_samples(self, duration_s: float) -> int:
         return round(duration_s * self.sample_rate)
+
+
+def renderer_spec(render: dict) -> RendererSpec:
+    """The renderer's part of a tier's config (every tier that renders events has one)."""
+    voices = tuple(
+        Voice(
+            v["material"],
+            tuple(v["freqs_hz"]),
+            tuple(v["decays"]),
+            tuple(v["amps"]),
+            float(v["contact_ms"]),
+            float(v["loudness"]),
+        )
+        for v in render["voices"]
+    )
+    return RendererSpec(
+        voices,
+        float(render["gain"]),
+        float(render["impulse_exponent"]),
+        float(render["click_level"]),
+        float(render["max_ring_s"]),
+        float(render["voice_size_m"]),
+    )
 
 
 def _stage(name: str, raw: dict) -> StageSpec:
@@ -108,17 +135,8 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
             f"tier {tier!r}: no impulse estimate for these features in {config_file} "
             "(python -m engines.tracks.strength --write)"
         )
-    voices = tuple(
-        Voice(
-            v["material"],
-            tuple(v["freqs_hz"]),
-            tuple(v["decays"]),
-            tuple(v["amps"]),
-            float(v["contact_ms"]),
-            float(v["loudness"]),
-        )
-        for v in render["voices"]
-    )
+    renderer = renderer_spec(render)
+    voices = renderer.voices
     return ContactTier(
         name=raw["name"],
         version=raw["version"],
@@ -134,14 +152,7 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
             if fitted
             else (0.0,) * len(design(np.zeros(4), 0, len(voices)))
         ),
-        renderer=RendererSpec(
-            voices,
-            float(render["gain"]),
-            float(render["impulse_exponent"]),
-            float(render["click_level"]),
-            float(render["max_ring_s"]),
-            float(render["voice_size_m"]),
-        ),
+        renderer=renderer,
         digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
         live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
         gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),

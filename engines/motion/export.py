@@ -1,0 +1,144 @@
+"""Export the contact head to a `motion` tier folder the service runs (service.pipeline.motion):
+
+    head.onnx     windows [B, WINDOW * CHANNELS, H / 4, W / 4] -> probability, u, strength
+                  [B, H / 8, W / 8], material [B, M, H / 8, W / 8] (probabilities)
+    config.json   kind "motion": picture size, the head's settings, the renderer's voices
+
+    python -m engines.motion.export --checkpoint runs/motion/head.pt --out engines/artifacts/motion
+        [--threshold 0.5] [--offset-ms 0]
+
+The threshold and the offset are calibrated on real clips (engines.motion.evaluate --real);
+the renderer's voices are the object materials' modes (engines.export.contacts.voices).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from engines.audio import modal
+from engines.audio.render import GAIN
+from engines.export.contacts import voices
+from engines.export.onnx_export import OPSET
+from engines.motion.evaluate import load_model
+from engines.motion.features import HEIGHT, MATERIALS, WIDTH
+from engines.motion.model import ContactHead
+from service.pipeline.motion.flow import FACTOR
+from service.pipeline.motion.window import CHANNELS, WINDOW
+
+log = logging.getLogger(__name__)
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+VERSION = "0.1.0"
+OUTPUTS = ("probability", "u", "strength", "material")
+SAMPLE_RATE = 48000
+
+
+class _Served(nn.Module):
+    """The head as the service reads it: probabilities, not logits."""
+
+    def __init__(self, head: ContactHead) -> None:
+        super().__init__()
+        self.head = head
+
+    def forward(self, windows: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out = self.head(windows)
+        return (
+            torch.sigmoid(out["logit"][:, 0]),
+            out["u"][:, 0],
+            out["strength"][:, 0],
+            torch.softmax(out["material"], dim=1),
+        )
+
+
+def export(
+    head: ContactHead,
+    out: Path,
+    *,
+    name: str = "motion",
+    threshold: float,
+    offset_s: float,
+    reference_strength: float,
+    live_gain_db: float = 0.0,
+) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    h, w = HEIGHT // FACTOR, WIDTH // FACTOR
+    h2, w2 = (h + 1) // 2, (w + 1) // 2
+    windows = torch.zeros(2, WINDOW * CHANNELS, h, w)
+    with torch.no_grad():
+        torch.onnx.export(
+            _Served(head.eval()),
+            (windows,),
+            str(out / "head.onnx"),
+            input_names=["windows"],
+            output_names=list(OUTPUTS),
+            dynamic_axes={n: {0: "B"} for n in ("windows", *OUTPUTS)},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    tier = {
+        "name": name,
+        "version": VERSION,
+        "kind": "motion",
+        "video": {"width": WIDTH, "height": HEIGHT, "letterbox": True},
+        "audio": {"sample_rate": SAMPLE_RATE, "live_gain_db": live_gain_db},
+        "stages": {
+            "head": {
+                "file": "head.onnx",
+                "inputs": {"windows": ["B", WINDOW * CHANNELS, h, w]},
+                "outputs": {
+                    "probability": ["B", h2, w2],
+                    "u": ["B", h2, w2],
+                    "strength": ["B", h2, w2],
+                    "material": ["B", len(MATERIALS), h2, w2],
+                },
+                "config": {
+                    "threshold": threshold,
+                    "offset_s": offset_s,
+                    "reference_strength": reference_strength,
+                    "material_confidence": 0.6,
+                    "default_material": "wood",
+                },
+            },
+            "renderer": {
+                "materials": list(MATERIALS),
+                "voices": voices(SAMPLE_RATE),
+                "gain": GAIN,
+                "impulse_exponent": modal.IMPULSE_EXPONENT,
+                "click_level": modal.CLICK_LEVEL,
+                "max_ring_s": 1.5,
+                "voice_size_m": modal.REFERENCE_SIZE_M,
+            },
+        },
+    }
+    (out / "config.json").write_text(json.dumps(tier, indent=1) + "\n")
+    log.info("wrote %s", out)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--checkpoint", type=Path, default=Path("runs/motion/head.pt"))
+    parser.add_argument("--out", type=Path, default=ARTIFACTS / "motion")
+    parser.add_argument("--name", default="motion")
+    parser.add_argument("--threshold", type=float, default=0.5)
+    parser.add_argument("--offset-ms", type=float, default=0.0)
+    parser.add_argument("--reference-strength", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    export(
+        load_model(args.checkpoint),
+        args.out,
+        name=args.name,
+        threshold=args.threshold,
+        offset_s=args.offset_ms / 1000,
+        reference_strength=args.reference_strength,
+    )
+
+
+if __name__ == "__main__":
+    main()

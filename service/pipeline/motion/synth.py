@@ -1,0 +1,120 @@
+"""Frames at their own times in, contact sounds out: the `motion` tier's stream.
+
+    frames -> MotionDetector (cuts, flow, windows, contact head, events)
+           -> events (time + the tier's offset, impulse from the head's strength, material)
+           -> EventRenderer (each attack on its sample)
+
+Interval k is decided once frame k + 1 + AHEAD is in; its contacts happen inside it, so once a
+frame is in, the audio before the start of the oldest interval still undecided (plus the
+tier's offset, where it is negative) is final and goes out. `finish` decides what the
+lookahead held back. Deterministic; not thread-safe (one instance per stream).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from service.pipeline.backends.base import Backend
+from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.motion.detector import MotionDetector
+from service.pipeline.motion.events import Peak
+from service.pipeline.motion.tier import MotionTier
+from service.pipeline.streaming import StageTimer
+from service.pipeline.types import ContactMarker
+
+MAX_IMPULSE = 20.0  # N s: a strength the head reads this far above its reference is clipped
+
+
+@dataclass(frozen=True)
+class FiredEvent:
+    """An event as fired: the rendered Event and the head's peak it came from."""
+
+    event: Event
+    peak: Peak
+    named: bool  # whether the material is the head's (else the tier's default voice)
+
+
+class MotionSynth:
+    """One stream: `push(pts_s, rgb)` frames in time order (rgb letterboxed to the tier's size),
+    then `finish(duration_s)`; both yield float32 audio chunks at the tier's sample rate, sample 0
+    at the first frame."""
+
+    def __init__(
+        self, tier: MotionTier, backend: Backend, *, timer: StageTimer | None = None
+    ) -> None:
+        self.tier, self.backend = tier, backend
+        self.timer = timer or StageTimer()
+        self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
+        self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        self.t0: float | None = None
+        self.fired: list[FiredEvent] = []
+        self.frames = 0
+        self._last_s = -math.inf
+
+    @property
+    def markers(self) -> tuple[ContactMarker, ...]:
+        return tuple(self._marker(f) for f in sorted(self.fired, key=lambda f: f.event.time_s))
+
+    def marker_of(self, event: Event) -> ContactMarker:
+        fired = next(f for f in self.fired if f.event is event)
+        return self._marker(fired)
+
+    def _marker(self, fired: FiredEvent) -> ContactMarker:
+        material = self.tier.materials[fired.event.material] if fired.named else None
+        return ContactMarker(fired.event.time_s, "impact", fired.event.impulse, material)
+
+    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
+        """The frames are taken at once (not lazily); the audio that became final comes out in
+        pieces of at most a second as the result is iterated."""
+        if not len(pts_s):
+            return iter(())
+        if self.t0 is None:
+            self.t0 = float(pts_s[0])
+        times = np.asarray(pts_s, np.float64) - self.t0
+        if times[0] <= self._last_s or np.any(np.diff(times) <= 0):
+            raise ValueError("frames must come in increasing time order")
+        self._last_s = float(times[-1])
+        for t, frame in zip(times, rgb, strict=True):
+            with self.timer("preprocess"):
+                peaks = self.detector.push(float(t), frame)
+            self._fire(peaks)
+            self.frames += 1
+        return self._emit(self.detector.undecided_s + min(0.0, self.tier.settings.offset_s))
+
+    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
+        """Decide what the lookahead held back and yield the rest of the track, which ends at
+        `duration_s` after the first frame."""
+        self._fire(self.detector.finish())
+        yield from self._emit(duration_s, last=True)
+
+    def _head(self, windows: np.ndarray) -> dict[str, np.ndarray]:
+        with self.timer("head"):
+            return self.backend.run("head", {"windows": windows})
+
+    def _fire(self, peaks: list[Peak]) -> None:
+        settings = self.tier.settings
+        for peak in peaks:
+            time_s = max(0.0, peak.time_s + settings.offset_s)
+            named = peak.material_probability >= settings.material_confidence
+            material = (
+                peak.material if named else self.tier.materials.index(settings.default_material)
+            )
+            impulse = min(MAX_IMPULSE, math.exp(peak.strength - settings.reference_strength))
+            event = Event(time_s, impulse, material)
+            self.fired.append(FiredEvent(event, peak, named))
+            self.renderer.add(event)
+
+    def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
+        """The audio up to `until_s`, a second at most at a time: a long gap between two
+        frames is that much audio, never held at once."""
+        end = max(self.renderer.taken, round(until_s * self.tier.sample_rate))
+        if last and end == self.renderer.taken:
+            yield np.zeros(0, np.float32)
+        while self.renderer.taken < end:
+            with self.timer("render"):
+                chunk = self.renderer.take(min(end - self.renderer.taken, self.tier.sample_rate))
+            yield chunk
