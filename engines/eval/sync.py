@@ -1,22 +1,28 @@
 """Sync evaluation on freshly simulated clips, through the real service path.
 
-    python -m engines.eval.sync [--scenes holdout|fresh] [--clips 28] [--controls 8]
+    python -m engines.eval.sync [--scenes holdout|fresh|sprites] [--clips 28] [--controls 8]
 
 Each clip (engines.eval.scenes) is simulated from a seed never trained on, at one of the frame
 rates users bring (24, 25, 29.97, 30, 50, 60 fps and variable), encoded as a real H.264 file and
-rendered by FoleyEngine exactly as `foley generate` does. Scored against the required onsets
-(engines.eval.reference), +-50 ms, one-to-one:
+rendered by FoleyEngine exactly as `foley generate` does. `--scenes sprites`: sprite clips
+(engines.sim.sprites) instead, the kinds in turn, each at its own frame times, size and cuts,
+labelled by the generator. Scored against the required onsets, +-50 ms, one-to-one:
 - fired: the generator's own event times (RenderResult.events_s);
 - rendered: the onsets the detector hears in the rendered track;
 - the share of fired events heard in their own render, and the render's offset from them;
 - the true track: the simulator's own soundtrack scored as a render. Contacts that are
   required (audible on their own) can still be masked in a physical mix, mostly by the ring of
   an earlier hit, so this is the rendered score a faithful render of exactly the right events
-  would get: the ceiling the rendered row is read against;
+  would get: the ceiling the rendered row is read against (pybullet scenes only);
+- clicks: a clean click at every required onset, detected back and scored as a render: what
+  the detector itself allows, beside every rendered score (sprite clips have no soundtrack,
+  so it is their only ceiling);
 - masking fidelity: the rendered onsets against the contacts heard in the true mix (it asks
-  whether the track masks what the truth masks, not whether contacts are found);
-- controls (static, camera-only motion, free fall, shot cuts): spurious onsets per minute, and
-  whether a cut is voiced; on every clip, onsets before the first contact.
+  whether the track masks what the truth masks, not whether contacts are found; pybullet only);
+- controls (static, camera-only motion, free fall, shot cuts; for sprites the kinds with no
+  contact to voice: swing, camera, pass, wobble, static): spurious onsets per minute, per kind;
+- on every clip with a shot cut, whether it is voiced (a false onset just after it), and
+  onsets before the first contact.
 """
 
 from __future__ import annotations
@@ -24,7 +30,9 @@ from __future__ import annotations
 import argparse
 import logging
 import tempfile
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import av
@@ -34,15 +42,25 @@ from engines.audio.render import synthesize
 from engines.data.clips import write_video_clip
 from engines.eval.onsets import (
     OnsetScore,
-    combined,
+    Reference,
     detect_onsets,
     false_onsets,
     match_onsets,
     matched_pairs,
     score_onsets,
 )
+from engines.eval.onsets import combined as combined  # re-exported: tests pool scores with it
+from engines.eval.realclips import click_track
 from engines.eval.reference import audible
-from engines.eval.scenes import CONTROL_KINDS, FRAME_RATES, SAMPLE_RATE, EvalClip, eval_set
+from engines.eval.scenes import (
+    FRAME_RATES,
+    SAMPLE_RATE,
+    SPRITE_SEED_BASE,
+    EvalClip,
+    eval_set,
+    sprite_set,
+)
+from engines.eval.sync_summary import ClipResult, summary
 from engines.sim.types import SimClip
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -53,7 +71,7 @@ FPS_CHOICES = (24, 25, 30, 60)
 HOLDOUT_SEED_BASE = 1_000_000  # far from the training seeds
 CONTROL_SEED_OFFSET = 500_000  # the controls' seeds, apart from the scenes'
 TOLERANCE_S = 0.05
-CUT_WINDOW_S = 0.25  # a false onset this soon after a cut voices the cut
+SCENE_SETS = ("holdout", "fresh", "sprites")
 
 
 def read_audio(path: Path) -> tuple[np.ndarray, int]:
@@ -110,31 +128,6 @@ def render_clip(
     return RenderedClip(clip, truth, generated, rate)
 
 
-@dataclass(frozen=True)
-class ClipResult:
-    """One clip's scores (see the module docstring)."""
-
-    name: str
-    kind: str
-    rate: str
-    control: bool
-    duration_s: float
-    fired: OnsetScore
-    rendered: OnsetScore
-    truth: OnsetScore  # the simulator's own track, scored as a render
-    masking: OnsetScore
-    events: int  # fired events
-    heard: int  # fired events with a rendered onset within TOLERANCE_S
-    render_offsets_s: np.ndarray  # rendered onset - fired event, per heard event
-    early: int  # rendered onsets more than TOLERANCE_S before the first contact
-    # Controls: false rendered (and fired) onsets over the span where only a contact may sound
-    # (the whole clip; for a cut, the CUT_WINDOW_S after it) and that span's length.
-    spurious: int
-    spurious_fired: int
-    span_s: float
-    cut_voiced: bool | None  # cut clips: a false rendered onset within CUT_WINDOW_S after it
-
-
 def score(
     clip: EvalClip, generated: np.ndarray, sample_rate: int, events_s: np.ndarray
 ) -> ClipResult:
@@ -143,10 +136,13 @@ def score(
     events_s = np.asarray(events_s, float)
     pairs = matched_pairs(detected, events_s, TOLERANCE_S)
     first = clip.contacts_s[0] if len(clip.contacts_s) else np.inf
-    span = (0.0, clip.duration_s if clip.control else 0.0)
-    if clip.cut_s is not None:
-        span = (clip.cut_s, clip.cut_s + CUT_WINDOW_S)
-    spurious = _in_span(false_onsets(detected, clip.reference, TOLERANCE_S), span)
+    span = clip.spurious_span_s
+    false = false_onsets(detected, clip.reference, TOLERANCE_S)
+    cut = None if clip.cut_s is None else (clip.cut_s, clip.cut_s + clip.cut_window_s)
+    truth = masking = None
+    if clip.truth is not None:
+        truth = score_onsets(detect_onsets(clip.truth, SAMPLE_RATE), clip.reference, TOLERANCE_S)
+        masking = match_onsets(detected, reference_onsets_of(clip), TOLERANCE_S)
     return ClipResult(
         name=clip.name,
         kind=clip.kind,
@@ -155,17 +151,25 @@ def score(
         duration_s=clip.duration_s,
         fired=score_onsets(events_s, clip.reference, TOLERANCE_S),
         rendered=score_onsets(detected, clip.reference, TOLERANCE_S),
-        truth=score_onsets(detect_onsets(clip.truth, SAMPLE_RATE), clip.reference, TOLERANCE_S),
-        masking=match_onsets(detected, reference_onsets_of(clip), TOLERANCE_S),
+        truth=truth,
+        clicks=clicks(clip.reference, clip.duration_s),
+        masking=masking,
         events=len(events_s),
         heard=len(pairs),
         render_offsets_s=np.asarray([detected[i] - events_s[j] for i, j in pairs], float),
         early=int(np.sum(detected < first - TOLERANCE_S)),
-        spurious=spurious,
+        spurious=_in_span(false, span),
         spurious_fired=_in_span(false_onsets(events_s, clip.reference, TOLERANCE_S), span),
         span_s=span[1] - span[0],
-        cut_voiced=None if clip.cut_s is None else spurious > 0,
+        cut_voiced=None if cut is None else _in_span(false, cut) > 0,
     )
+
+
+def clicks(reference: Reference, duration_s: float) -> OnsetScore:
+    """A clean click at every required onset, detected back and scored as a render: the most a
+    render whose events are exactly right can score through the onset detector."""
+    track = click_track(reference.required, round(duration_s * SAMPLE_RATE), SAMPLE_RATE)
+    return score_onsets(detect_onsets(track, SAMPLE_RATE), reference, TOLERANCE_S)
 
 
 def _in_span(times: np.ndarray, span: tuple[float, float]) -> int:
@@ -174,6 +178,7 @@ def _in_span(times: np.ndarray, span: tuple[float, float]) -> int:
 
 def reference_onsets_of(clip: EvalClip) -> np.ndarray:
     """The contacts heard in the clip's true mix (the masking-fidelity reference)."""
+    assert clip.truth is not None, f"{clip.name} has no true mix"
     return audible(clip.contacts_s, clip.truth, SAMPLE_RATE)
 
 
@@ -201,17 +206,32 @@ def evaluate(
 ) -> list[ClipResult]:
     """`clips` scenes and `controls` control clips, the frame rates and control kinds taken in
     turn, each clip simulated, rendered and scored in a temporary folder."""
+    pybullet = partial(eval_set, holdout=holdout, size=size, rates=rates)
+    return evaluate_set(
+        engine, pybullet, clips=clips, controls=controls, seed=seed, duration_s=duration_s
+    )
+
+
+def evaluate_set(
+    engine: FoleyEngine,
+    make_set: Callable[..., Iterable[EvalClip]],
+    *,
+    clips: int,
+    controls: int,
+    seed: int,
+    duration_s: float,
+) -> list[ClipResult]:
+    """The clips `make_set` makes in a temporary folder (`sprite_set`: the sprite clips, their
+    seeds from SPRITE_SEED_BASE on), the controls' seeds from seed + CONTROL_SEED_OFFSET on,
+    each rendered and scored."""
     with tempfile.TemporaryDirectory() as tmp:
-        made = eval_set(
+        made = make_set(
             Path(tmp),
             clips=clips,
             controls=controls,
             seed=seed,
             control_seed=seed + CONTROL_SEED_OFFSET,
-            holdout=holdout,
             duration_s=duration_s,
-            size=size,
-            rates=rates,
         )
         return [_logged(render(engine, clip)) for clip in made]
 
@@ -228,106 +248,65 @@ def _logged(result: ClipResult) -> ClipResult:
     return result
 
 
-def _row(label: str, score: OnsetScore) -> str:
-    errors_ms = np.abs(score.errors_s) * 1000
-    median = f"{np.median(errors_ms):6.1f}" if len(errors_ms) else "     -"
-    within = f"{np.mean(errors_ms <= 10) * 100:5.0f} %" if len(errors_ms) else "      -"
-    return (
-        f"{label:<22} {score.f1:5.3f} {score.precision:5.3f} {score.recall:5.3f} "
-        f"{median} {within}   tp {score.true_positives} fp {score.false_positives} "
-        f"fn {score.false_negatives} ignored {score.ignored}"
-    )
-
-
-def summary(results: list[ClipResult]) -> str:
-    scenes = [r for r in results if not r.control]
-    controls = [r for r in results if r.control]
-    lines = []
-    if scenes:
-        fired = combined([r.fired for r in scenes])
-        rendered = combined([r.rendered for r in scenes])
-        masking = combined([r.masking for r in scenes])
-        required = rendered.true_positives + rendered.false_negatives
-        lines += [
-            f"scenes: {len(scenes)}   required onsets: {required}",
-            f"{'(+-50 ms)':<22} {'F1':>5} {'P':>5} {'R':>5} {'med ms':>6} {'<=10ms':>7}",
-            _row("fired events", fired),
-            _row("rendered onsets", rendered),
-            _row("true track (ceiling)", combined([r.truth for r in scenes])),
-            _row("masking fidelity", masking),
-        ]
-        events = sum(r.events for r in scenes)
-        offsets = np.concatenate([r.render_offsets_s for r in scenes]) * 1000
-        if events:
-            offset = f"{np.median(offsets):+.1f} ms" if len(offsets) else "-"
-            lines.append(
-                f"fired events heard in their render: {sum(r.heard for r in scenes) / events:.0%}"
-                f" of {events}; render offset (median): {offset}"
-            )
-        lines.append("per frame rate (F1 fired / rendered):")
-        for rate in [r for r in FRAME_RATES if any(c.rate == r for c in scenes)]:
-            sub = [c for c in scenes if c.rate == rate]
-            lines.append(
-                f"  {rate:>6}: {combined([c.fired for c in sub]).f1:.3f} / "
-                f"{combined([c.rendered for c in sub]).f1:.3f}   ({len(sub)} clips)"
-            )
-        lines.append("per scene kind (F1 fired / rendered, required onsets):")
-        for kind in sorted({c.kind for c in scenes}):
-            sub = combined([c.rendered for c in scenes if c.kind == kind])
-            lines.append(
-                f"  {kind:>8}: {combined([c.fired for c in scenes if c.kind == kind]).f1:.3f}"
-                f" / {sub.f1:.3f}   ({sub.true_positives + sub.false_negatives})"
-            )
-    early = [r for r in results if r.early]
-    lines.append(f"clips with onsets before the first contact: {len(early)} of {len(results)}")
-    if controls:
-        minutes = sum(r.span_s for r in controls) / 60
-        spurious = sum(r.spurious for r in controls) / minutes
-        fired = sum(r.spurious_fired for r in controls) / minutes
-        per_kind = ", ".join(
-            f"{kind} {sum(r.spurious for r in controls if r.kind == kind)}"
-            for kind in CONTROL_KINDS
-            if any(r.kind == kind for r in controls)
-        )
-        cuts = [r for r in controls if r.cut_voiced is not None]
-        lines.append(
-            f"controls: {len(controls)} clips, {minutes:.2f} min; spurious onsets per minute: "
-            f"rendered {spurious:.2f}, fired {fired:.2f} ({per_kind}); "
-            f"cuts voiced: {sum(bool(r.cut_voiced) for r in cuts)} of {len(cuts)}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clips", type=int, default=28, help="scenes (frame rates in turn)")
-    parser.add_argument("--controls", type=int, default=8, help="control clips (kinds in turn)")
-    parser.add_argument("--seed", type=int, default=HOLDOUT_SEED_BASE)
+    parser.add_argument(
+        "--clips", type=int, default=28, help="scenes (frame rates, or sprite kinds, in turn)"
+    )
+    parser.add_argument(
+        "--controls",
+        type=int,
+        default=8,
+        help="control clips (kinds in turn; sprites: more hard negatives)",
+    )
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help=f"the first seed (default {HOLDOUT_SEED_BASE}; sprites: {SPRITE_SEED_BASE}, "
+        "never less)",
+    )
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument(
         "--scenes",
-        choices=("holdout", "fresh"),
+        choices=SCENE_SETS,
         default="holdout",
         help="holdout: shapes, sizes and cameras never used in training; "
-        "fresh: the training distribution with unseen seeds",
+        "fresh: the training distribution with unseen seeds; "
+        "sprites: procedural clips with unseen seeds, each at its own rate, size and cuts",
     )
     parser.add_argument("--rates", nargs="+", choices=tuple(FRAME_RATES), default=None)
     parser.add_argument(
         "--tier", default=None, help="the tier to render with (default: FOLEY_DEFAULT_TIER)"
     )
     args = parser.parse_args(argv)
+    sprites = args.scenes == "sprites"
+    if sprites and args.rates:
+        parser.error("--rates: sprite clips keep the frame times they are drawn with")
+    if sprites and args.seed is not None and args.seed < SPRITE_SEED_BASE:
+        parser.error(f"--seed: sprite seeds below {SPRITE_SEED_BASE} may have been trained on")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
     engine = FoleyEngine.load(settings)
-    results = evaluate(
-        engine,
-        clips=args.clips,
-        controls=args.controls,
-        seed=args.seed,
-        duration_s=args.duration,
-        holdout=args.scenes == "holdout",
-        rates=tuple(args.rates or FRAME_RATES),
-    )
+    if sprites:
+        results = evaluate_set(
+            engine,
+            sprite_set,
+            clips=args.clips,
+            controls=args.controls,
+            seed=SPRITE_SEED_BASE if args.seed is None else args.seed,
+            duration_s=args.duration,
+        )
+    else:
+        results = evaluate(
+            engine,
+            clips=args.clips,
+            controls=args.controls,
+            seed=HOLDOUT_SEED_BASE if args.seed is None else args.seed,
+            duration_s=args.duration,
+            holdout=args.scenes == "holdout",
+            rates=tuple(args.rates or FRAME_RATES),
+        )
     print(summary(results))
 
 

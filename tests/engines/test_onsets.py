@@ -97,6 +97,7 @@ def test_summary_reports_fired_rendered_and_controls() -> None:
             "duration_s": 4.0,
             "rendered": fired,
             "truth": OnsetScore(3, 0, 0, np.zeros(3)),
+            "clicks": OnsetScore(3, 0, 0, np.zeros(3)),
             "masking": fired,
             "events": 3,
             "heard": 3,
@@ -128,8 +129,10 @@ def test_summary_reports_fired_rendered_and_controls() -> None:
     text = summary(results)
     assert "scenes: 2   required onsets: 3" in text
     assert "true track (ceiling)   1.000 1.000 1.000" in text
+    assert "clicks (ceiling)       1.000 1.000 1.000" in text
     assert "      24: 0.667 / 0.667   (1 clips)" in text
     assert "fired events heard in their render: 100% of 6; render offset (median): +2.0 ms" in text
     assert "clips with onsets before the first contact: 1 of 3" in text
     assert "spurious onsets per minute: rendered 240.00, fired 480.00" in text
+    assert "       cut: 240.00 / 480.00   (1 clips, 0.2 s)" in text
     assert "cuts voiced: 1 of 1" in text
