@@ -84,6 +84,20 @@ def voices(sample_rate: int) -> list[dict]:
     return out
 
 
+def renderer_config(sample_rate: int) -> dict:
+    """The renderer's part of an event tier's config.json: every object material's voice and
+    the simulator's level and click settings (service.pipeline.contacts.render reads it)."""
+    return {
+        "materials": list(OBJECT_MATERIALS),
+        "voices": voices(sample_rate),
+        "gain": GAIN,
+        "impulse_exponent": modal.IMPULSE_EXPONENT,
+        "click_level": modal.CLICK_LEVEL,
+        "max_ring_s": 1.5,
+        "voice_size_m": modal.REFERENCE_SIZE_M,
+    }
+
+
 def export(localiser_pt: Path, head_pt: Path, out: Path, *, name: str = "objects") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     localiser = Localiser(materials=len(OBJECT_MATERIALS))
@@ -138,15 +152,7 @@ def export(localiser_pt: Path, head_pt: Path, out: Path, *, name: str = "objects
                 "outputs": {"probability": ["N"], "u": ["N"]},
                 "config": asdict(config),
             },
-            "renderer": {
-                "materials": list(OBJECT_MATERIALS),
-                "voices": voices(sample_rate),
-                "gain": GAIN,
-                "impulse_exponent": modal.IMPULSE_EXPONENT,
-                "click_level": modal.CLICK_LEVEL,
-                "max_ring_s": 1.5,
-                "voice_size_m": modal.REFERENCE_SIZE_M,
-            },
+            "renderer": renderer_config(sample_rate),
         },
     }
     (out / "config.json").write_text(json.dumps(tier, indent=1) + "\n")

@@ -19,7 +19,13 @@ from pathlib import Path
 
 import numpy as np
 
-from engines.motion.features import ClipFeatures, Contact, clip_features, letterbox_map
+from engines.motion.features import (
+    ClipFeatures,
+    Contact,
+    clip_features,
+    letterbox_map,
+    maps_path,
+)
 from service.pipeline.motion.flow import VELOCITY_DT_S
 
 log = logging.getLogger(__name__)
@@ -103,7 +109,8 @@ def _make(job: tuple[str, int, Path]) -> str:
     features = SOURCES[source](seed)
     tmp = path.with_suffix(".tmp.npz")
     features.save(tmp)
-    tmp.rename(path)
+    maps_path(tmp).rename(maps_path(path))
+    tmp.rename(path)  # last: a clip whose .npz exists is whole
     return "made"
 
 
@@ -124,7 +131,7 @@ def build(source: str, out: Path, seeds: range, workers: int) -> None:
 
 def load_dir(folder: Path, limit: int | None = None) -> list[ClipFeatures]:
     files = sorted(Path(folder).glob("[0-9]*.npz"))[:limit]
-    return [ClipFeatures.load(f) for f in files if not f.name.endswith(".tmp.npz")]
+    return [ClipFeatures.load(f) for f in files if ".tmp" not in f.name]
 
 
 def seed_range(text: str) -> range:

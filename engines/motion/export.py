@@ -21,9 +21,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engines.audio import modal
-from engines.audio.render import GAIN
-from engines.export.contacts import voices
+from engines.export.contacts import renderer_config
 from engines.export.onnx_export import OPSET
 from engines.motion.evaluate import load_model
 from engines.motion.features import HEIGHT, MATERIALS, WIDTH
@@ -104,15 +102,7 @@ def export(
                     "default_material": "wood",
                 },
             },
-            "renderer": {
-                "materials": list(MATERIALS),
-                "voices": voices(SAMPLE_RATE),
-                "gain": GAIN,
-                "impulse_exponent": modal.IMPULSE_EXPONENT,
-                "click_level": modal.CLICK_LEVEL,
-                "max_ring_s": 1.5,
-                "voice_size_m": modal.REFERENCE_SIZE_M,
-            },
+            "renderer": renderer_config(SAMPLE_RATE),
         },
     }
     (out / "config.json").write_text(json.dumps(tier, indent=1) + "\n")

@@ -46,12 +46,21 @@ class ClipFeatures:
     contacts: np.ndarray  # (C, len(CONTACT_FIELDS)) float64, picture pixels
 
     def save(self, path: Path) -> None:
-        np.savez(path, **{k: getattr(self, k) for k in self.__dataclass_fields__})
+        """`path` (.npz) holds the small arrays; the maps go beside it as .x.npy, which `load`
+        maps from disk rather than reads: a training set is larger than memory."""
+        np.save(maps_path(path), self.x)
+        small = {k: getattr(self, k) for k in self.__dataclass_fields__ if k != "x"}
+        np.savez(path, **small)
 
     @classmethod
     def load(cls, path: Path) -> ClipFeatures:
         with np.load(path) as z:
-            return cls(**{k: z[k] for k in cls.__dataclass_fields__})
+            small = {k: z[k] for k in cls.__dataclass_fields__ if k != "x"}
+        return cls(x=np.load(maps_path(path), mmap_mode="r"), **small)
+
+
+def maps_path(path: Path) -> Path:
+    return Path(path).with_suffix(".x.npy")
 
 
 def letterbox_map(src_w: int, src_h: int) -> tuple[float, float, float]:

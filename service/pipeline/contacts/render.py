@@ -23,11 +23,13 @@ provided events are added before the samples they start on are taken (`add` refu
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from service.pipeline.contacts.tier import RendererSpec, Voice
+from service.pipeline.streaming import StageTimer
 
 LIMIT_KNEE = 0.9
 LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
@@ -53,6 +55,20 @@ class Event:
     material: int
     source: int = -1
     size_m: float | None = None
+
+
+def emit(
+    renderer: EventRenderer, end: int, timer: StageTimer, *, last: bool = False
+) -> Iterator[np.ndarray]:
+    """The renderer's audio up to sample `end`, a second at most at a time: a long gap between
+    two frames is that much audio, never held at once. `last`: the stream's end, which yields
+    at least one (maybe empty) chunk."""
+    if last and end <= renderer.taken:
+        yield np.zeros(0, np.float32)
+    while renderer.taken < end:
+        with timer("render"):
+            chunk = renderer.take(min(end - renderer.taken, renderer.sample_rate))
+        yield chunk
 
 
 class EventRenderer:

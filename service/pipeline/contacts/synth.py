@@ -44,7 +44,7 @@ from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, tracks_features
 from service.pipeline.contacts.picture import PictureBox
 from service.pipeline.contacts.refine import steady
-from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.contacts.render import Event, EventRenderer, emit
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
@@ -303,10 +303,6 @@ class ContactSynth:
     def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
         """The audio up to `until_s`, a second at most at a time: a long gap between two
         frames is that much audio, never held at once."""
-        end = round(until_s * self.tier.sample_rate)
-        if last and end == self.renderer.taken:
-            yield np.zeros(0, np.float32)
-        while self.renderer.taken < end:
-            with self.timer("render"):
-                chunk = self.renderer.take(min(end - self.renderer.taken, self.tier.sample_rate))
-            yield chunk
+        yield from emit(
+            self.renderer, round(until_s * self.tier.sample_rate), self.timer, last=last
+        )

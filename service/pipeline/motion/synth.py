@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from service.pipeline.backends.base import Backend
-from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.contacts.render import Event, EventRenderer, emit
 from service.pipeline.motion.detector import MotionDetector
 from service.pipeline.motion.events import Peak
 from service.pipeline.motion.tier import MotionTier
@@ -111,10 +111,6 @@ class MotionSynth:
     def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
         """The audio up to `until_s`, a second at most at a time: a long gap between two
         frames is that much audio, never held at once."""
-        end = max(self.renderer.taken, round(until_s * self.tier.sample_rate))
-        if last and end == self.renderer.taken:
-            yield np.zeros(0, np.float32)
-        while self.renderer.taken < end:
-            with self.timer("render"):
-                chunk = self.renderer.take(min(end - self.renderer.taken, self.tier.sample_rate))
-            yield chunk
+        yield from emit(
+            self.renderer, round(until_s * self.tier.sample_rate), self.timer, last=last
+        )
