@@ -191,20 +191,20 @@ def save(model: ContactHead, opt: torch.optim.Optimizer, step: int, path: Path) 
     tmp.rename(path)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, action="append", required=True)
     parser.add_argument("--out", type=Path, default=Path("runs/motion/head.pt"))
     parser.add_argument("--steps", type=int, default=20000)
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--lr", type=float, default=2e-3)
-    parser.add_argument("--width", type=int, default=48)
+    parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save-every", type=int, default=500)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=2)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(args.threads)
     train(args)
