@@ -3,7 +3,8 @@
     python -m engines.motion.train --data data/motion/sprites --out runs/motion/head.pt \
         --steps 20000 [--device cuda]
 
-Each step takes a batch of windows, about half around a required contact and half anywhere,
+Each step takes a batch of windows, a fifth around a required contact and the rest anywhere
+(mostly motion that makes no sound: what the head must learn to stay silent on),
 cropped to CROP cells of the input (the head is fully convolutional, so crops train it as well
 as whole pictures at a fraction of the cost). The checkpoint (weights, optimiser, step) is
 written every `--save-every` steps and read back on start, so a run that stops continues.
@@ -32,7 +33,7 @@ from service.pipeline.motion.window import AHEAD, BACK, CHANNELS
 log = logging.getLogger(__name__)
 
 CROP = (32, 48)  # input blocks (h, w); even, so output cells stay aligned
-POSITIVE_SHARE = 0.5
+POSITIVE_SHARE = 0.2
 
 
 class Sampler:
