@@ -20,10 +20,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from engines.motion.features import HEIGHT, WIDTH
+from engines.eval.onsets import OnsetScore, Reference, combined, score_onsets
+from engines.motion.features import HEIGHT, WIDTH, clip_window
 from engines.motion.model import ContactHead
 from service.media.frames import FrameScaler, rgb_as_decoded
 from service.pipeline.motion.detector import HeadFn, MotionDetector
+from service.pipeline.motion.events import EventPicker, HeadMaps
 
 log = logging.getLogger(__name__)
 TOLERANCE_S = 0.05
@@ -56,10 +58,11 @@ def detect_frames(
     """Event times of frames (N, H, W, 3) uint8 at times_s, as the service would decode them."""
     scaler = FrameScaler(WIDTH, HEIGHT, letterbox=True)
     detector = MotionDetector(WIDTH, HEIGHT, head, threshold)
+    found = []
     for t, rgb in zip(times_s, frames, strict=True):
-        detector.push(float(t), rgb_as_decoded(rgb, scaler))
-    detector.finish()
-    return np.array([e.time_s for e in detector.events])
+        found += detector.push(float(t), rgb_as_decoded(rgb, scaler))
+    found += detector.finish()
+    return np.array([e.time_s for e in found])
 
 
 def decode_picture(path: Path) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -78,49 +81,40 @@ def decode_picture(path: Path) -> tuple[np.ndarray, list[np.ndarray]]:
     return t - t[0], frames
 
 
-class Recorder:
-    """A head that remembers what it answered, so that thresholds can be swept afterwards
-    without running it again (the picker only reads the maps)."""
+class Recorder(EventPicker):
+    """A picker that keeps every interval's maps and span and fires nothing, so that
+    thresholds can be swept afterwards without running the head again (`replay`)."""
 
-    def __init__(self, head: HeadFn) -> None:
-        self.head, self.maps = head, []
+    def __init__(self) -> None:
+        super().__init__(threshold=np.inf)
+        self.maps: list[HeadMaps] = []
+        self.spans: list[tuple[float, float]] = []
 
-    def __call__(self, x: np.ndarray) -> dict[str, np.ndarray]:
-        out = self.head(x)
-        self.maps += [{k: v[i] for k, v in out.items()} for i in range(len(x))]
-        return out
+    def decide(self, maps: HeadMaps, start_s: float, end_s: float) -> list:
+        self.maps.append(maps)
+        self.spans.append((start_s, end_s))
+        return []
 
 
-def real_maps(head: HeadFn, clips) -> list[tuple[list[dict], list[tuple[float, float]]]]:
+def real_maps(head: HeadFn, clips) -> list[Recorder]:
     """Per real clip: the head's maps of every interval decided, and the intervals' spans."""
-    from service.pipeline.motion.detector import MotionDetector
-
     found = []
     for clip in clips:
         times, frames = decode_picture(clip.path)
-        recorder = Recorder(head)
-        detector = MotionDetector(WIDTH, HEIGHT, recorder, threshold=2.0)  # fires nothing
-        spans = []
-        original = detector.picker.decide
-
-        def spy(maps, start_s, end_s, _spans=spans, _decide=original):
-            _spans.append((start_s, end_s))
-            return _decide(maps, start_s, end_s)
-
-        detector.picker.decide = spy
+        detector = MotionDetector(WIDTH, HEIGHT, head, threshold=np.inf)
+        detector.picker = recorder = Recorder()
         for t, rgb in zip(times, frames, strict=True):
             detector.push(float(t), rgb)
         detector.finish()
-        found.append((recorder.maps, spans))
+        found.append(recorder)
     return found
 
 
-def replay(maps, spans, threshold: float) -> np.ndarray:
-    from service.pipeline.motion.events import EventPicker, HeadMaps
-
+def replay(recorded: Recorder, threshold: float) -> np.ndarray:
+    """The events a picker at `threshold` fires on what `recorded` kept."""
     picker, fired = EventPicker(threshold), []
-    for m, (a, b) in zip(maps, spans, strict=True):
-        fired += [p.time_s for p in picker.decide(HeadMaps(**m), a, b)]
+    for maps, (a, b) in zip(recorded.maps, recorded.spans, strict=True):
+        fired += [p.time_s for p in picker.decide(maps, a, b)]
     return np.array(fired)
 
 
@@ -132,44 +126,36 @@ def score_real(head: HeadFn, thresholds: list[float], offset_s: float = 0.0) -> 
     recorded = real_maps(head, clips)
     reports = []
     for thr in thresholds:
-        detections = [Detection(replay(maps, spans, thr) + offset_s) for maps, spans in recorded]
+        detections = [Detection(replay(r, thr) + offset_s) for r in recorded]
         reports.append(score_detections(clips, detections, "fired", label=f"motion@{thr:g}"))
     print(summary_table(reports))
+    print(separation(clips, recorded))
 
 
-def match(fired: np.ndarray, required: np.ndarray, other: np.ndarray) -> tuple[int, int, list]:
-    """(true positives, false positives, signed errors): one to one, closest first; a fired
-    event within TOLERANCE_S of a contact that is not required is left out."""
-    pairs = sorted(
-        (abs(f - r), i, j)
-        for i, f in enumerate(fired)
-        for j, r in enumerate(required)
-        if abs(f - r) <= TOLERANCE_S
-    )
-    used_f, used_r, errors = set(), set(), []
-    for _, i, j in pairs:
-        if i not in used_f and j not in used_r:
-            used_f.add(i), used_r.add(j)
-            errors.append(float(fired[i] - required[j]))
-    fp = sum(
-        1
-        for i, f in enumerate(fired)
-        if i not in used_f and not np.any(np.abs(other - f) <= TOLERANCE_S)
-    )
-    return len(used_f), fp, errors
+def separation(clips, recorded: list[Recorder]) -> str:
+    """Whether the head tells contacts from other motion on real clips: the median of its
+    highest probability per interval, in intervals holding a reference onset (+-20 ms) of the
+    scored positives, in their other intervals, and on the negatives."""
+    groups: dict[str, list[float]] = {"contact": [], "other": [], "negatives": []}
+    for clip, r in zip(clips, recorded, strict=True):
+        for maps, (a, b) in zip(r.maps, r.spans, strict=True):
+            top = float(maps.probability.max())
+            if clip.kind == "negative":
+                groups["negatives"].append(top)
+            elif clip.scored:
+                hit = any(a - 0.02 <= t < b + 0.02 for t in clip.audio_onsets_s)
+                groups["contact" if hit else "other"].append(top)
+    medians = ", ".join(f"{k} {np.median(v):.2f} ({len(v)})" for k, v in groups.items() if v)
+    return f"highest probability per interval, median (intervals): {medians}"
 
 
 def feature_events(clip, head: HeadFn, threshold: float, batch: int = 64) -> np.ndarray:
     """Event times of a cached clip (engines.motion.features), its windows as the detector
     builds them, per shot."""
-    from engines.motion.train import Sampler
-    from service.pipeline.motion.events import EventPicker, HeadMaps
-
-    sampler = Sampler([clip], np.random.default_rng(0))
     ks = np.flatnonzero(clip.valid)
     maps = []
     for i in range(0, len(ks), batch):
-        x = np.stack([sampler.window(clip, int(k)) for k in ks[i : i + batch]])
+        x = np.stack([clip_window(clip, int(k)) for k in ks[i : i + batch]])
         out = head(x)
         maps += [{k: v[j] for k, v in out.items()} for j in range(len(x))]
     picker, fired, shot = EventPicker(threshold), [], None
@@ -188,57 +174,48 @@ def score_features(clips, head: HeadFn, thresholds: list[float]) -> None:
     names = ("threshold", "tp", "fp", "fn", "F1", "med ms", "<=10ms")
     print(" ".join(f"{n:>{w}s}" for n, w in zip(names, (9, 5, 5, 5, 6, 7, 7), strict=True)))
     for thr in thresholds:
-        tp = fp = fn = 0
-        errors: list[float] = []
+        scores = []
         for clip in clips:
-            fired = feature_events(clip, head, thr)
             c = clip.contacts
             k = c[:, COL["interval"]].astype(int)
             times = clip.start_s[k] + c[:, COL["u"]] * (clip.end_s[k] - clip.start_s[k])
             req = c[:, COL["required"]] > 0
-            a, b, e = match(fired, times[req], times[~req])
-            tp, fp, fn = tp + a, fp + b, fn + int(req.sum()) - a
-            errors += e
-        e = 1000 * np.abs(errors)
-        med = np.median(e) if len(e) else np.nan
-        within = np.mean(e <= 10) if len(e) else np.nan
-        print(f"{thr:9.2f} {tp:5d} {fp:5d} {fn:5d} {f1(tp, fp, fn):6.3f} {med:7.1f} {within:7.0%}")
+            reference = Reference(times[req], times[~req])
+            scores.append(score_onsets(feature_events(clip, head, thr), reference, TOLERANCE_S))
+        print(f"{thr:9.2f} {score_line(combined(scores))}")
 
 
 def score_sprites(seeds: range, head: HeadFn, threshold: float) -> dict:
     from engines.sim.sprites import sample_clip
 
-    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
-    errors: list[float] = []
+    rows: dict[str, list[OnsetScore]] = defaultdict(list)
     for seed in seeds:
         clip = sample_clip(seed)
         fired = detect_frames(clip.frames, clip.times_s, head, threshold)
-        req = np.array([c.time_s for c in clip.contacts if c.required])
+        required = np.array([c.time_s for c in clip.contacts if c.required])
         other = np.array([c.time_s for c in clip.contacts if not c.required])
-        tp, fp, err = match(fired, req, other)
-        for key in (clip.kind, "all"):
-            r = rows[key]
-            r[0] += tp
-            r[1] += fp
-            r[2] += len(req) - tp
-        errors += err
-    return {"rows": dict(rows), "errors_ms": 1000 * np.array(errors)}
+        score = score_onsets(fired, Reference(required, other), TOLERANCE_S)
+        rows[clip.kind].append(score)
+        rows["all"].append(score)
+    return {kind: combined(scores) for kind, scores in rows.items()}
 
 
-def f1(tp: int, fp: int, fn: int) -> float:
-    return 2 * tp / max(1, 2 * tp + fp + fn)
+def score_line(score: OnsetScore) -> str:
+    """tp, fp, fn, F1, the median timing error and the share within 10 ms."""
+    e = 1000 * np.abs(score.errors_s)
+    med = np.median(e) if len(e) else np.nan
+    within = np.mean(e <= 10) if len(e) else np.nan
+    return (
+        f"{score.true_positives:5d} {score.false_positives:5d} {score.false_negatives:5d} "
+        f"{score.f1:6.3f} {med:7.1f} {within:7.0%}"
+    )
 
 
-def print_sprites(report: dict) -> None:
-    print(f"{'kind':10s} {'tp':>5s} {'fp':>5s} {'fn':>5s} {'F1':>6s}")
-    for kind, (tp, fp, fn) in sorted(report["rows"].items()):
-        print(f"{kind:10s} {tp:5d} {fp:5d} {fn:5d} {f1(tp, fp, fn):6.3f}")
-    e = np.abs(report["errors_ms"])
-    if len(e):
-        print(
-            f"timing: median {np.median(e):.1f} ms, within 10 ms {np.mean(e <= 10):.0%}, "
-            f"signed median {np.median(report['errors_ms']):+.1f} ms"
-        )
+def print_sprites(report: dict[str, OnsetScore]) -> None:
+    names = ("kind", "tp", "fp", "fn", "F1", "med ms", "<=10ms")
+    print(" ".join(f"{n:>{w}s}" for n, w in zip(names, (9, 5, 5, 5, 6, 7, 7), strict=True)))
+    for kind, score in sorted(report.items()):
+        print(f"{kind:>9s} {score_line(score)}")
 
 
 def main() -> None:

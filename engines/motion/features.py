@@ -17,12 +17,13 @@ from pathlib import Path
 
 import numpy as np
 
+from engines.sim.materials import OBJECT_MATERIALS
 from service.media.frames import FrameScaler, rgb_as_decoded
 from service.pipeline.motion.flow import MotionField
-from service.pipeline.motion.window import stack
+from service.pipeline.motion.window import AHEAD, BACK, stack, window
 
 WIDTH, HEIGHT = 320, 180
-MATERIALS = ("wood", "metal", "glass", "ceramic", "plastic", "rubber", "stone")
+MATERIALS = OBJECT_MATERIALS  # the head's material order: the renderer's voices' order
 # contacts: one row each of these
 CONTACT_FIELDS = ("interval", "x", "y", "u", "strength", "material", "required")
 
@@ -61,6 +62,17 @@ class ClipFeatures:
 
 def maps_path(path: Path) -> Path:
     return Path(path).with_suffix(".x.npy")
+
+
+def clip_window(clip: ClipFeatures, k: int) -> np.ndarray:
+    """Interval k's window as the service's detector builds it: intervals of another shot, or
+    across a cut, are not seen."""
+    n = len(clip.valid)
+    seen = [
+        clip.x[j] if 0 <= j < n and clip.valid[j] and clip.shot[j] == clip.shot[k] else None
+        for j in range(k - BACK, k + AHEAD + 1)
+    ]
+    return window(seen, BACK).astype(np.float32)
 
 
 def letterbox_map(src_w: int, src_h: int) -> tuple[float, float, float]:

@@ -25,10 +25,10 @@ import torch
 import torch.nn.functional as F
 
 from engines.motion.data import load_dir
-from engines.motion.features import ClipFeatures
+from engines.motion.features import ClipFeatures, clip_window
 from engines.motion.model import ContactHead
 from engines.motion.targets import COL, targets
-from service.pipeline.motion.window import AHEAD, BACK, CHANNELS
+from service.pipeline.motion.window import CHANNELS
 
 log = logging.getLogger(__name__)
 
@@ -47,14 +47,6 @@ class Sampler:
             for c in clip.contacts
             if c[COL["required"]]
         ]
-
-    def window(self, clip: ClipFeatures, k: int) -> np.ndarray:
-        """Interval k's window; intervals of another shot or across a cut are zeros."""
-        n, parts = len(clip.valid), []
-        for j in range(k - BACK, k + AHEAD + 1):
-            same = 0 <= j < n and clip.valid[j] and clip.shot[j] == clip.shot[k]
-            parts.append(clip.x[j] if same else np.zeros_like(clip.x[k]))
-        return np.concatenate(parts).astype(np.float32)
 
     def draw(self) -> tuple[ClipFeatures, int, tuple[float, float] | None]:
         if self.positives and self.rng.random() < POSITIVE_SHARE:
@@ -79,7 +71,7 @@ class Sampler:
         xs, ts = [], []
         for _ in range(size):
             clip, k, at = self.draw()
-            x = self.window(clip, k)
+            x = clip_window(clip, k)
             h, w = x.shape[1:]
             y0, x0 = self.crop_origin(h, w, at)
             ch, cw = CROP

@@ -179,13 +179,14 @@ def test_the_detector_decides_each_interval_once_with_its_lookahead():
     detector = MotionDetector(W, H, head, threshold=0.5)
     background = texture(7)
     times = np.arange(8) / 25
-    out = []
+    out, events = [], []
     for k, t in enumerate(times):
         found = detector.push(float(t), scene(background, 0, 0, (60 + 5 * k, 90)))
         out.append(len(found))
+        events += found
         # interval k - 1 - AHEAD becomes decidable with frame k
         assert head.seen == max(0, k - AHEAD)
-    detector.finish()
+    events += detector.finish()
     assert head.seen == len(times) - 1
-    assert [round(e.time_s, 4) for e in detector.events] == [round(times[3] + 0.4 / 25, 4)]
+    assert [round(e.time_s, 4) for e in events] == [round(times[3] + 0.4 / 25, 4)]
     assert out.index(1) == 3 + 1 + AHEAD

@@ -50,7 +50,6 @@ class MotionDetector:
         self.head = head
         self.picker = EventPicker(threshold)
         self.shot = _Shot()
-        self.events: list[Peak] = []
         self._last_s = 0.0
 
     @property
@@ -105,5 +104,4 @@ class MotionDetector:
                 out["probability"][i], out["u"][i], out["strength"][i], out["material"][i]
             )
             found += self.picker.decide(maps, *shot.times[j])
-        self.events += found
         return found

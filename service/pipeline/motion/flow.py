@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from service.pipeline.contacts.picture import PictureBox
+
 FACTOR = 4  # the head reads the motion at a quarter of the picture's size
 VELOCITY_DT_S = 1 / 30  # flow is reported as pixels per this long
 GRID_STEP = 12  # px between the points the camera's motion is fitted on
@@ -112,15 +114,6 @@ def camera_flow_at(matrix: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.nda
     return np.stack([fx, fy], axis=-1)
 
 
-def picture_bounds(grey: np.ndarray) -> tuple[int, int, int, int]:
-    """(left, top, right, bottom) of what is not letterbox bar (exactly black) in this frame;
-    the whole frame when all of it is black."""
-    rows, cols = np.flatnonzero(grey.max(axis=1)), np.flatnonzero(grey.max(axis=0))
-    if not len(rows) or not len(cols):
-        return 0, 0, grey.shape[1], grey.shape[0]
-    return int(cols[0]), int(rows[0]), int(cols[-1]) + 1, int(rows[-1]) + 1
-
-
 class MotionField:
     """One stream's motion: `push` each frame in time order; every frame after a shot's first
     gives an Interval."""
@@ -132,6 +125,7 @@ class MotionField:
         self._dis = cv2.DISOpticalFlow_create(PRESET)
         self._dis.setFinestScale(FINEST_SCALE)
         self._last: tuple[float, np.ndarray] | None = None
+        self._picture = PictureBox()
         self._bounds: tuple[int, int, int, int] | None = None
         self._grid = np.zeros((0, 2), np.float32)
         self._pixels = np.meshgrid(
@@ -144,25 +138,21 @@ class MotionField:
             raise ValueError(f"frame {rgb.shape} is not the picture's {self.height}x{self.width}")
         grey = grey_of(rgb)
         last, self._last = self._last, (time_s, grey)
-        self._widen(grey)
+        self._widen(rgb)
         if last is None or cut:
             return None
         if time_s <= last[0]:
             raise ValueError("frames must come in increasing time order")
         return self._interval(last[0], last[1], time_s, grey)
 
-    def reset(self) -> None:
-        """Forget the last frame (the next one starts over, as after a cut)."""
-        self._last = None
-
-    def _widen(self, grey: np.ndarray) -> None:
-        """The picture is where any frame so far was not black (see picture_bounds)."""
-        b = picture_bounds(grey)
-        if self._bounds is not None:
-            o = self._bounds
-            b = (min(b[0], o[0]), min(b[1], o[1]), max(b[2], o[2]), max(b[3], o[3]))
-        if b != self._bounds:
-            self._bounds, self._grid = b, picture_grid(b)
+    def _widen(self, rgb: np.ndarray) -> None:
+        """The camera is fitted inside the picture: where any frame so far was not black
+        (service.pipeline.contacts.picture), the letterbox bars never move."""
+        self._picture.push(rgb[None])
+        left, top, right, bottom = (int(b) for b in self._picture.bounds)
+        bounds = (left, top, right, bottom) if right > left else (0, 0, self.width, self.height)
+        if bounds != self._bounds:
+            self._bounds, self._grid = bounds, picture_grid(bounds)
 
     def _interval(self, t0: float, before: np.ndarray, t1: float, after: np.ndarray) -> Interval:
         flow = self._dis.calc(before, after, None)

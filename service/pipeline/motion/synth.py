@@ -60,7 +60,8 @@ class MotionSynth:
         return tuple(self._marker(f) for f in sorted(self.fired, key=lambda f: f.event.time_s))
 
     def marker_of(self, event: Event) -> ContactMarker:
-        fired = next(f for f in self.fired if f.event is event)
+        """The marker of a fired event (live onsets ask for recent ones: searched from the end)."""
+        fired = next(f for f in reversed(self.fired) if f.event is event)
         return self._marker(fired)
 
     def _marker(self, fired: FiredEvent) -> ContactMarker:
