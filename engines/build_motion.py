@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
         args.out,
         threshold=args.threshold,
         offset_s=args.offset_ms / 1000,
-        reference_strength=export.REFERENCE_STRENGTH,
+        reference_strength=export.REFERENCE_STRENGTH["trained"],
     )
     torch.set_num_threads(1)
     head = evaluate.torch_head(model)

@@ -149,7 +149,9 @@ def _parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     preview.add_argument("input", type=Path, help="video file")
     preview.add_argument("--url", default="ws://127.0.0.1:8000/v1/preview")
-    preview.add_argument("--size", default="96x96", help="frame size sent, WxH (default 96x96)")
+    preview.add_argument(
+        "--size", default="320x180", help="frames sent fit in WxH, shape kept (default 320x180)"
+    )
     preview.add_argument("--jpeg", action="store_true", help="send JPEG frames, not raw RGB")
     preview.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
     preview.add_argument("--speed", type=float, default=1.0, help="1 = real time, 0 = flat out")

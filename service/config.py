@@ -21,7 +21,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="FOLEY_", extra="ignore")
 
     models_dir: Path = Field(default=SHIPPED_MODELS_DIR)
-    default_tier: str = "preview"
+    default_tier: str = "motion"
     # What runs the models: cpu (ONNX Runtime), cuda (PyTorch), tensorrt, or auto (the fastest
     # present). One asked for and absent stops the start-up (service.pipeline.backends.base).
     backend: Literal["cpu", "cuda", "tensorrt", "auto"] = "cpu"

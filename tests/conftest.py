@@ -35,6 +35,17 @@ def real_engine():
 
 
 @pytest.fixture(scope="session")
+def frames_engine():
+    """The shipped `preview` tier (four stages at a model frame rate), loaded once: for what
+    only a frame-rate tier has (samples per frame, the encoder's caches)."""
+    from service.pipeline.engine import FoleyEngine
+
+    engine = FoleyEngine.load(Settings(default_tier="preview"))
+    engine.warmup()
+    return engine
+
+
+@pytest.fixture(scope="session")
 def objects_engine():
     """The shipped `objects` tier (object-level contacts), loaded once."""
     from service.pipeline.engine import FoleyEngine

@@ -270,9 +270,13 @@ def test_loudness_off_keeps_the_models_own_level(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     raw, levelled = tmp_path / "raw.wav", tmp_path / "levelled.wav"
-    code, out, _ = run(["generate", str(SAMPLE), "-o", str(raw), "--loudness", "off"], capsys)
+    # A frame-rate tier: its vocoder's own level is far under the target.
+    tier = ["--tier", "preview"]
+    code, out, _ = run(
+        ["generate", str(SAMPLE), "-o", str(raw), "--loudness", "off", *tier], capsys
+    )
     assert code == 0 and "LUFS" not in out
-    assert run(["generate", str(SAMPLE), "-o", str(levelled)], capsys)[0] == 0
+    assert run(["generate", str(SAMPLE), "-o", str(levelled), *tier], capsys)[0] == 0
     x, y = track_of(raw), track_of(levelled)
     # The levelled track is the raw one times one gain, except around the loudest attacks.
     quiet = (np.abs(y) < 0.5 * np.abs(y).max()) & (np.abs(x) > 1e-3)

@@ -4,10 +4,12 @@
                   [B, H / 8, W / 8], material [B, M, H / 8, W / 8] (probabilities)
     config.json   kind "motion": picture size, the head's settings, the renderer's voices
 
-    python -m engines.motion.export --checkpoint runs/motion/head.pt --out engines/artifacts/motion
-        [--threshold 0.5] [--offset-ms 0]
+    python -m engines.motion.export (--checkpoint runs/motion/head.pt | --rule)
+        [--out engines/artifacts/motion] [--threshold 0.5] [--offset-ms 0]
 
-The threshold and the offset are calibrated on real clips (engines.motion.evaluate --real);
+`--rule`: the head with nothing learned (engines.motion.rule), the shipped one; a checkpoint:
+a trained ContactHead (engines.motion.train). The threshold and the offset are calibrated on
+real clips (`python -m engines.eval.real --tier motion`);
 the renderer's voices are the object materials' modes (engines.export.contacts.voices).
 """
 
@@ -25,7 +27,7 @@ from engines.export.contacts import renderer_config
 from engines.export.onnx_export import OPSET
 from engines.motion.evaluate import load_model
 from engines.motion.features import HEIGHT, MATERIALS, WIDTH
-from engines.motion.model import ContactHead
+from engines.motion.rule import VelocityLossHead
 from service.pipeline.motion.flow import FACTOR
 from service.pipeline.motion.window import CHANNELS, WINDOW
 
@@ -34,15 +36,17 @@ ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 VERSION = "0.1.0"
 OUTPUTS = ("probability", "u", "strength", "material")
 SAMPLE_RATE = 48000
-# The head's log strength (engines.motion.data.strength_of) of a typical contact: rendered at an
-# impulse of 1 N s. Only the spread around it is heard once the track is loudness-normalised.
-REFERENCE_STRENGTH = 3.0
+# The head's log strength of a typical contact, rendered at an impulse of 1 N s (a trained head's
+# scale is engines.motion.data.strength_of; the rule's, the log of the velocity lost over 5 x 5
+# blocks, a stick's strike reads about 5.5). Only the spread around it is heard once the track
+# is loudness-normalised.
+REFERENCE_STRENGTH = {"trained": 3.0, "rule": 5.5}
 
 
 class _Served(nn.Module):
     """The head as the service reads it: probabilities, not logits."""
 
-    def __init__(self, head: ContactHead) -> None:
+    def __init__(self, head: nn.Module) -> None:
         super().__init__()
         self.head = head
 
@@ -57,7 +61,7 @@ class _Served(nn.Module):
 
 
 def export(
-    head: ContactHead,
+    head: nn.Module,
     out: Path,
     *,
     name: str = "motion",
@@ -115,21 +119,27 @@ def export(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--checkpoint", type=Path, default=Path("runs/motion/head.pt"))
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", type=Path, help="a trained head")
+    which.add_argument("--rule", action="store_true", help="the head with nothing learned")
     parser.add_argument("--out", type=Path, default=ARTIFACTS / "motion")
     parser.add_argument("--name", default="motion")
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--offset-ms", type=float, default=0.0)
-    parser.add_argument("--reference-strength", type=float, default=REFERENCE_STRENGTH)
+    parser.add_argument("--reference-strength", type=float, help="default: the head's own")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
+    head = VelocityLossHead() if args.rule else load_model(args.checkpoint)
+    reference = args.reference_strength
+    if reference is None:
+        reference = REFERENCE_STRENGTH["rule" if args.rule else "trained"]
     export(
-        load_model(args.checkpoint),
+        head,
         args.out,
         name=args.name,
         threshold=args.threshold,
         offset_s=args.offset_ms / 1000,
-        reference_strength=args.reference_strength,
+        reference_strength=reference,
     )
 
 

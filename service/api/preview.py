@@ -166,7 +166,7 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
     if isinstance(tier, ContactTier):
         fps, per_frame, lookahead = None, None, tier.head_config.lookahead + 2
     elif isinstance(tier, MotionTier):
-        fps, per_frame, lookahead = None, None, MOTION_AHEAD + 1
+        fps, per_frame, lookahead = None, None, MOTION_AHEAD
     else:
         fps, per_frame = tier.fps, config.sample_rate // tier.fps
         lookahead = tier.generator.right_context

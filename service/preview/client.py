@@ -34,8 +34,10 @@ from service.preview import protocol as p
 
 @dataclass(frozen=True)
 class ClientOptions:
-    width: int = 96
-    height: int = 96
+    # The default tier's picture: frames are decoded to fit it, their shape kept (black bars), as
+    # the service decodes a file for it.
+    width: int = 320
+    height: int = 180
     jpeg: bool = False
     sample_rate: int = 48000
     speed: float = 1.0  # 1 = real time; 0 = as fast as the server answers
@@ -135,7 +137,10 @@ async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: li
     jpeg = _encode_jpeg(options.width, options.height) if options.jpeg else None
     loop = asyncio.get_running_loop()
     video = await loop.run_in_executor(
-        None, lambda: open_video(path, width=options.width, height=options.height, limits=limits)
+        None,
+        lambda: open_video(
+            path, width=options.width, height=options.height, limits=limits, letterbox=True
+        ),
     )
     started: float | None = None
     with video:

@@ -112,9 +112,14 @@ def test_tiers_are_listed_and_taken_by_name(settings: Settings, engine: Recordin
     with TestClient(create_app(shipped, engine_loader=loader)) as client:
         wait_ready(client)
         tiers = {t["name"]: t for t in client.get("/v1/tiers").json()}
-        assert {"preview", "export", "objects"} <= set(tiers)
-        assert tiers["objects"]["kind"] == "contacts" and tiers["preview"]["kind"] == "frames"
-        assert all(t["size_bytes"] > 100_000 and not t["loaded"] for t in tiers.values())
+        assert {"motion", "preview", "export", "objects"} <= set(tiers)
+        kinds = {name: t["kind"] for name, t in tiers.items()}
+        assert (kinds["motion"], kinds["objects"], kinds["preview"]) == (
+            "motion",
+            "contacts",
+            "frames",
+        )
+        assert all(t["size_bytes"] > 10_000 and not t["loaded"] for t in tiers.values())
         response = client.post("/v1/foley", params={"tier": "objects"}, files=upload())
         assert response.status_code == 200, response.text
         assert loads == [shipped.default_tier, "objects"]  # loaded on first use
@@ -146,4 +151,4 @@ def test_the_schema_names_the_installed_tiers(settings: Settings, engine: Record
     spec = create_app(shipped, engine_loader=lambda _: engine).openapi()
     for path, method in (("/v1/foley", "post"), ("/v1/exports", "post")):
         (tier,) = [p for p in spec["paths"][path][method]["parameters"] if p["name"] == "tier"]
-        assert tier["schema"]["anyOf"][0]["enum"] == ["export", "objects", "preview"]
+        assert tier["schema"]["anyOf"][0]["enum"] == ["export", "motion", "objects", "preview"]

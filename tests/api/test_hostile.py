@@ -89,13 +89,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def _session(server: Server, **config) -> Iterator[ClientConnection]:
     with connect(f"ws://{server.url}/v1/preview", max_size=None, open_timeout=10) as ws:
         ws.send(json.dumps({"type": "config", "width": 96, "height": 96, "fps": 30} | config))
-        assert json.loads(ws.recv(timeout=10))["type"] == "ready"
+        ready = json.loads(ws.recv(timeout=10))
+        assert ready["type"] == "ready"
+        ws.owed_from = first_owed(ready)  # type: ignore[attr-defined]
         yield ws
 
 
 def _stream(server: Server, frames: list[tuple[float, bytes]], **config) -> int:
-    """A well-behaved session, paced as a live client is (each frame once the audio the one
-    before completes is back): -> samples of audio it got back."""
+    """A well-behaved session, paced as a live client is (each frame once the audio it completes
+    is back): -> samples of audio it got back."""
     samples = 0
 
     def read() -> str | None:  # -> the event's type, None for audio
@@ -111,12 +113,20 @@ def _stream(server: Server, frames: list[tuple[float, bytes]], **config) -> int:
     with _session(server, **config) as ws:
         for i, (t, payload) in enumerate(frames):
             ws.send(p.pack_frame(i, t, payload))
-            while i >= 1 and read() is not None:
+            while i >= ws.owed_from and read() is not None:  # type: ignore[attr-defined]
                 pass
         ws.send(json.dumps({"type": "end"}))
         while read() != "end":
             pass
     return samples
+
+
+def first_owed(ready: dict) -> int:
+    """The first frame after which a session owes audio: a frame-rate tier's model frame k once
+    frame k + lookahead is in; a tier at the frames' own times, the audio up to frame k's time
+    (nothing up to the first frame's)."""
+    ahead = ready["lookahead_frames"]
+    return ahead if ready["samples_per_frame"] is not None else ahead + 1
 
 
 def _refused(ws: ClientConnection) -> dict:

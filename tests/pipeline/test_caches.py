@@ -80,8 +80,8 @@ def _model_frames(path: Path, tier: TierConfig) -> ModelFrames:
 
 
 @pytest.fixture(scope="module")
-def shipped(real_engine: FoleyEngine) -> tuple[TierConfig, Backend]:
-    return real_engine.tier, real_engine.backend
+def shipped(frames_engine: FoleyEngine) -> tuple[TierConfig, Backend]:
+    return frames_engine.tier, frames_engine.backend
 
 
 @pytest.fixture(scope="module")
@@ -194,12 +194,12 @@ def test_static_skip_is_the_same_in_any_chunking(shipped, clips) -> None:
 # --- window memo --------------------------------------------------------------------------------
 
 
-def test_a_second_render_recomputes_nothing(real_engine: FoleyEngine, tmp_path: Path) -> None:
+def test_a_second_render_recomputes_nothing(frames_engine: FoleyEngine, tmp_path: Path) -> None:
     still = _encode(tmp_path / "in.mp4", _simulate(101, 2.5))
     engine = FoleyEngine(
         Settings(motion_templates=False),
-        real_engine.tier,
-        real_engine.backend,
+        frames_engine.tier,
+        frames_engine.backend,
         MemoryCache(1 << 28),
     )
     results, tracks = [], []

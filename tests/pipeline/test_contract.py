@@ -12,11 +12,16 @@ from service.config import Settings
 from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.tier import is_contact_tier
 from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.motion.tier import is_motion_tier
 from service.pipeline.streaming import initial_state
 from tests.pipeline.conftest import SHIPPED
 
 ALL_TIERS = sorted(p.name for p in SHIPPED.iterdir() if (p / "config.json").is_file())
-SHIPPED_TIERS = [name for name in ALL_TIERS if not is_contact_tier(SHIPPED, name)]
+SHIPPED_TIERS = [  # the frame-rate tiers: contacts and motion tiers state their own contracts
+    name
+    for name in ALL_TIERS
+    if not is_contact_tier(SHIPPED, name) and not is_motion_tier(SHIPPED, name)
+]
 
 
 def test_a_preview_tier_ships() -> None:

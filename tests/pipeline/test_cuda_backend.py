@@ -39,7 +39,7 @@ def render(engine: FoleyEngine, clip: Path, out: Path) -> tuple[np.ndarray, list
     return audio, [m.time_s for m in result.markers]
 
 
-@pytest.mark.parametrize("tier", ["preview", "export", "objects"])
+@pytest.mark.parametrize("tier", ["motion", "preview", "export", "objects"])
 def test_a_render_on_the_cuda_backend_is_the_cpu_backends(
     tier: str, clip: Path, tmp_path: Path
 ) -> None:
@@ -75,7 +75,7 @@ def test_the_precision_each_tier_chose_keeps_its_track(
 
 
 def test_each_stage_runs_in_the_precision_its_tier_chose() -> None:
-    for name in ("preview", "export", "objects"):
+    for name in ("motion", "preview", "export", "objects"):
         tier = load_engine(Settings(default_tier=name)).tier
         backend = CudaBackend(tier, device="cpu")
         assert backend.info().precision == {
@@ -102,11 +102,12 @@ def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
 def test_running_out_of_device_memory_fails_the_call_with_a_clear_error(monkeypatch) -> None:
     tier = load_engine(Settings()).tier
     backend = CudaBackend(tier, device="cpu")
+    stage = tier.stages[-1].name
 
     def full(inputs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
 
-    monkeypatch.setattr(backend, "graphs", {**backend.graphs, "vocoder": full})
-    with pytest.raises(DeviceOutOfMemory, match="ran out of memory in the vocoder stage"):
-        backend.run("vocoder", {})
+    monkeypatch.setattr(backend, "graphs", {**backend.graphs, stage: full})
+    with pytest.raises(DeviceOutOfMemory, match=f"ran out of memory in the {stage} stage"):
+        backend.run(stage, {})
     assert DeviceOutOfMemory.http_status == 503

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import onnxruntime as ort
 import pytest
 import torch
 
@@ -64,6 +65,20 @@ def test_the_exported_tier_loads_with_its_contract(tier_dir, tier):
     assert tier.settings.offset_s == pytest.approx(-0.004)
     raw = json.loads((tier_dir / "motion" / "config.json").read_text())
     assert raw["kind"] == "motion"
+
+
+def test_the_shipped_motion_tier_is_the_default_and_its_head_matches_its_config():
+    settings = Settings()
+    tier = load_motion_tier(settings.models_dir, settings.default_tier)
+    session = ort.InferenceSession(str(tier.path / tier.head.file))
+    inputs = {i.name: i.shape for i in session.get_inputs()}
+    outputs = {o.name: o.shape for o in session.get_outputs()}
+    assert set(inputs) == set(tier.head.inputs) and set(outputs) == set(tier.head.outputs)
+    for name, shape in (tier.head.inputs | tier.head.outputs).items():
+        got = inputs.get(name) or outputs[name]  # the graph's own: a dimension may be symbolic
+        assert len(got) == len(shape)
+        assert all(g == d for g, d in zip(got, shape, strict=True) if isinstance(g, int))
+    assert tier.materials and 0.0 < tier.settings.threshold < 1.0
 
 
 def test_a_tier_whose_default_voice_is_missing_is_refused(tier_dir, tmp_path):

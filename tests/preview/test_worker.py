@@ -144,8 +144,8 @@ def test_a_gpu_out_of_memory_ends_that_batch_with_its_code_and_the_worker_goes_o
     try:
         got: list = []
         first = worker.open(CONFIG, got.append)
-        worker.submit(first, p.parse_frame(p.pack_frame(0, 0.0, FRAME)), 0.0)
-        worker.submit(first, p.parse_frame(p.pack_frame(1, 1 / 30, FRAME)), 0.0)
+        for k in range(4):  # past any tier's lookahead: its models run
+            worker.submit(first, p.parse_frame(p.pack_frame(k, k / 30, FRAME)), 0.0)
         deadline = time.monotonic() + 10
         while not any(isinstance(o, FailOut) for o in got):
             assert time.monotonic() < deadline

@@ -28,14 +28,14 @@ from tests.preview.levels import at_live_level
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 
 
-def _client(real_engine, **settings) -> TestClient:
-    app = create_app(Settings(**settings), engine_loader=lambda _: real_engine)
+def _client(frames_engine, **settings) -> TestClient:
+    app = create_app(Settings(**settings), engine_loader=lambda _: frames_engine)
     return TestClient(app, raise_server_exceptions=False)
 
 
 @pytest.fixture
-def client(real_engine) -> Iterator[TestClient]:
-    with _client(real_engine) as c:
+def client(frames_engine) -> Iterator[TestClient]:
+    with _client(frames_engine) as c:
         wait_ready(c, timeout=60)
         yield c
 
@@ -107,7 +107,7 @@ def _stream(ws, payloads: list[tuple[float, bytes]]) -> Received:
     return got
 
 
-def test_streamed_track_equals_the_offline_render(client, real_engine, tmp_path: Path) -> None:
+def test_streamed_track_equals_the_offline_render(client, frames_engine, tmp_path: Path) -> None:
     frames = _frames(SAMPLE)
     with client.websocket_connect("/v1/preview") as ws:
         ws.send_text(_config(fps=30))
@@ -123,9 +123,9 @@ def test_streamed_track_equals_the_offline_render(client, real_engine, tmp_path:
     assert stats and stats[-1]["chunks"] == len(frames) - 1  # one per frame after the first
     assert got.events.index(stats[-1]) == len(got.events) - 2  # just before "end"
     off = RenderOptions(format="wav", loudness_lufs=None)
-    real_engine.render(SAMPLE, tmp_path / "offline.wav", off)
+    frames_engine.render(SAMPLE, tmp_path / "offline.wav", off)
     raw, rate = read_audio(tmp_path / "offline.wav")
-    offline, tolerance = at_live_level(real_engine.tier, raw)
+    offline, tolerance = at_live_level(frames_engine.tier, raw)
     assert rate == 48000 and abs(len(streamed) - len(offline)) < 1600
     n = min(len(streamed), len(offline))
     np.testing.assert_allclose(streamed[:n], offline[:n], atol=tolerance)
@@ -206,8 +206,8 @@ def test_timestamps_must_increase(client) -> None:
         assert _close_code(ws) == p.CLOSE_BAD_INPUT
 
 
-def test_a_full_service_refuses_a_new_session(real_engine) -> None:
-    with _client(real_engine, preview_max_sessions=1) as c:
+def test_a_full_service_refuses_a_new_session(frames_engine) -> None:
+    with _client(frames_engine, preview_max_sessions=1) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as first:
             first.send_text(_config())
@@ -223,8 +223,8 @@ def test_a_full_service_refuses_a_new_session(real_engine) -> None:
         assert c.get("/healthz").status_code == 200
 
 
-def test_an_idle_session_is_closed(real_engine) -> None:
-    with _client(real_engine, preview_idle_timeout_s=0.3) as c:
+def test_an_idle_session_is_closed(frames_engine) -> None:
+    with _client(frames_engine, preview_idle_timeout_s=0.3) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as ws:
             ws.send_text(_config())
@@ -233,8 +233,8 @@ def test_an_idle_session_is_closed(real_engine) -> None:
             assert _close_code(ws) == p.CLOSE_IDLE
 
 
-def test_a_client_that_sends_faster_than_the_worker_is_told(real_engine) -> None:
-    with _client(real_engine, preview_queue_frames=2, preview_batch_window_ms=500) as c:
+def test_a_client_that_sends_faster_than_the_worker_is_told(frames_engine) -> None:
+    with _client(frames_engine, preview_queue_frames=2, preview_batch_window_ms=500) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as ws:
             ws.send_text(_config())
@@ -248,9 +248,9 @@ def test_a_client_that_sends_faster_than_the_worker_is_told(real_engine) -> None
 
 
 def test_a_stream_at_the_offline_gain_is_as_loud_as_the_export(
-    client, real_engine, tmp_path: Path
+    client, frames_engine, tmp_path: Path
 ) -> None:
-    result = real_engine.render(SAMPLE, tmp_path / "export.wav", RenderOptions(format="wav"))
+    result = frames_engine.render(SAMPLE, tmp_path / "export.wav", RenderOptions(format="wav"))
     gain = result.levelling.gain_db
     frames = _frames(SAMPLE)
     with client.websocket_connect("/v1/preview") as ws:
@@ -264,8 +264,10 @@ def test_a_stream_at_the_offline_gain_is_as_loud_as_the_export(
     assert live.true_peak_dbtp <= CEILING_DBTP + 0.5  # the same limiter, without the trim
 
 
-def test_origin_and_api_key_are_checked(real_engine) -> None:
-    with _client(real_engine, api_keys=["s3cret"], allowed_origins=["https://editor.example"]) as c:
+def test_origin_and_api_key_are_checked(frames_engine) -> None:
+    with _client(
+        frames_engine, api_keys=["s3cret"], allowed_origins=["https://editor.example"]
+    ) as c:
         wait_ready(c, timeout=60)
         for headers in [
             {"x-api-key": "wrong"},
@@ -324,8 +326,8 @@ def test_timestamps_that_would_stall_the_worker_are_refused(
     assert len(got.samples) > 0
 
 
-def test_a_frame_over_the_size_limit_is_refused(real_engine) -> None:
-    with _client(real_engine, preview_max_frame_pixels=96 * 96) as c:
+def test_a_frame_over_the_size_limit_is_refused(frames_engine) -> None:
+    with _client(frames_engine, preview_max_frame_pixels=96 * 96) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as ws:
             ws.send_text(_config())
@@ -335,10 +337,11 @@ def test_a_frame_over_the_size_limit_is_refused(real_engine) -> None:
             assert _close_code(ws) == p.CLOSE_TOO_BIG
 
 
-def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) -> None:
-    """A contacts tier over the WebSocket: frames at their own times (no model rate), the
-    streamed track is the offline render's, and each onset is where an event was fired."""
-    tier = objects_engine.tier
+def _stream_at_own_times(engine, first_owed: int) -> tuple[dict, Received, list[int]]:
+    """The sample over the WebSocket to a tier at the frames' own times (letterboxed into its
+    picture), each frame from `first_owed` on sent once audio came back for the one before:
+    -> ready, what came back, and where the audio had got to after each of those frames."""
+    tier = engine.tier
     with open_video(
         SAMPLE,
         width=tier.width,
@@ -347,32 +350,47 @@ def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) 
         letterbox=True,
     ) as s:
         frames = [(float(t), rgb) for b in s for t, rgb in zip(b.pts_s, b.rgb, strict=True)]
-    with _client(objects_engine) as c:
+    got, ends = Received(), []
+    with _client(engine) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as ws:
-            ws.send_text(
-                json.dumps(
-                    {"type": "config", "width": tier.width, "height": tier.height, "fps": 30}
-                )
-            )
+            config = {"type": "config", "width": tier.width, "height": tier.height, "fps": 30}
+            ws.send_text(json.dumps(config))
             ready = json.loads(ws.receive_text())
             assert ready["model_fps"] is None and ready["samples_per_frame"] is None
-            assert ready["lookahead_frames"] == tier.head_config.lookahead + 2
-            got = Received()
             for i, (t, rgb) in enumerate(frames):
                 ws.send_bytes(p.pack_frame(i, t, rgb.tobytes()))
-                if i >= 4:  # from the fifth frame on, each frame makes audio final
-                    while not isinstance(got.take(ws), p.AudioMessage):
+                if i >= first_owed:
+                    while not isinstance(audio := got.take(ws), p.AudioMessage):
                         pass
+                    ends.append(audio.start + len(audio.samples))
             ws.send_text(json.dumps({"type": "end"}))
             while not (isinstance(e := got.take(ws), dict) and e["type"] == "end"):
                 pass
+    return ready, got, ends
+
+
+def _offline(engine, tmp_path: Path):
+    """The offline render of the sample at the tier's own level, as a live session plays it:
+    -> the render's result, the track, the tolerance a live track is held to."""
     off = RenderOptions(format="wav", loudness_lufs=None)
-    result = objects_engine.render(SAMPLE, tmp_path / "offline.wav", off)
+    result = engine.render(SAMPLE, tmp_path / "offline.wav", off)
     raw, rate = read_audio(tmp_path / "offline.wav")
-    offline, tolerance = at_live_level(objects_engine.tier, raw)
+    assert rate == 48000
+    offline, tolerance = at_live_level(engine.tier, raw)
+    return result, offline, tolerance
+
+
+def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) -> None:
+    """A contacts tier over the WebSocket: frames at their own times (no model rate), the
+    streamed track is the offline render's, and each onset is where an event was fired."""
+    tier = objects_engine.tier
+    # From the fifth frame on, each frame makes audio final.
+    ready, got, _ = _stream_at_own_times(objects_engine, first_owed=4)
+    assert ready["lookahead_frames"] == tier.head_config.lookahead + 2
+    result, offline, tolerance = _offline(objects_engine, tmp_path)
     streamed = got.samples
-    assert rate == 48000 and len(streamed) == len(offline)
+    assert len(streamed) == len(offline)
     np.testing.assert_allclose(streamed, offline, atol=tolerance)
     onsets = [e["sample"] for e in got.of("onset")]
     assert onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]
@@ -384,6 +402,22 @@ def test_objects_tier_streams_its_offline_track(objects_engine, tmp_path: Path) 
     assert [e["strength"] for e in got.of("onset")] == pytest.approx(
         [c.strength for c in offline_markers]
     )
+
+
+def test_the_default_tier_streams_its_offline_track(real_engine, tmp_path: Path) -> None:
+    """The default tier (motion) over the WebSocket: each frame after the second makes the audio
+    up to the frame before it final (less the live limiter's lookahead), the streamed track is
+    the offline render's, and each onset is a fired event's."""
+    ready, got, ends = _stream_at_own_times(real_engine, first_owed=2)
+    assert ready["tier"] == real_engine.tier.name and ready["lookahead_frames"] == 1
+    step = 48000 // 30  # the sample is at 30 fps from 0
+    assert all(k * step - 96 <= end <= k * step for k, end in enumerate(ends, start=1))
+    result, offline, tolerance = _offline(real_engine, tmp_path)
+    streamed = got.samples
+    assert len(streamed) == len(offline)
+    np.testing.assert_allclose(streamed, offline, atol=tolerance)
+    onsets = [e["sample"] for e in got.of("onset")]
+    assert onsets and onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]
 
 
 def test_sessions_and_their_chunks_are_counted(client) -> None:

@@ -274,6 +274,8 @@ def _reduce(fn: str) -> Callable[..., list[Tensor]]:
             dims = list(range(x.dim()))
         if fn == "sum":
             return [x.sum(dim=dims, keepdim=keep)]
+        if fn == "mean":
+            return [x.mean(dim=dims, keepdim=keep)]
         return [x.amax(dim=dims, keepdim=keep)]
 
     return op
@@ -369,6 +371,69 @@ def _max_pool(g: OnnxGraph, attrs: dict[str, Any], x: Tensor) -> list[Tensor]:
     ]
 
 
+def _average_pool(g: OnnxGraph, attrs: dict[str, Any], x: Tensor) -> list[Tensor]:
+    kernel = list(attrs["kernel_shape"])
+    if len(kernel) != 2:
+        raise NotImplementedError(f"AveragePool over {len(kernel)} axes")
+    pads = list(attrs.get("pads", [0, 0, 0, 0]))
+    include = bool(attrs.get("count_include_pad", 0))
+    if pads[:2] != pads[2:]:
+        raise NotImplementedError(f"AveragePool with uneven pads {pads}")
+    return [
+        F.avg_pool2d(
+            x,
+            kernel,
+            list(attrs.get("strides", [1, 1])),
+            pads[:2],
+            ceil_mode=bool(attrs.get("ceil_mode", 0)),
+            count_include_pad=include,
+        )
+    ]
+
+
+def _grid_sample(g: OnnxGraph, attrs: dict[str, Any], x: Tensor, grid: Tensor) -> list[Tensor]:
+    x, grid = g.together(x, grid)
+
+    def text(key: str, default: str) -> str:
+        value = attrs.get(key, default)
+        return value.decode() if isinstance(value, bytes) else value
+
+    mode = {"linear": "bilinear", "cubic": "bicubic"}.get(text("mode", "linear"), "nearest")
+    return [
+        F.grid_sample(
+            x,
+            grid,
+            mode=mode,
+            padding_mode=text("padding_mode", "zeros"),
+            align_corners=bool(attrs.get("align_corners", 0)),
+        )
+    ]
+
+
+def _flatten(g: OnnxGraph, attrs: dict[str, Any], x: Tensor) -> list[Tensor]:
+    axis = _axis(attrs.get("axis", 1), x.dim())
+    return [x.reshape(int(torch.tensor(x.shape[:axis]).prod()), -1)]
+
+
+def _range(g: OnnxGraph, attrs: dict[str, Any], *bounds: Tensor) -> list[Tensor]:
+    start, limit, delta = (b.reshape(()) for b in bounds)
+    return [
+        torch.arange(start.item(), limit.item(), delta.item(), device=start.device).to(start.dtype)
+    ]
+
+
+def _fold(fn: Callable[[Tensor, Tensor], Tensor]) -> Callable[..., list[Tensor]]:
+    """ONNX Max / Min: any number of inputs, broadcast."""
+
+    def op(g: OnnxGraph, attrs: dict[str, Any], *xs: Tensor) -> list[Tensor]:
+        out, *rest = g.together(*xs)
+        for x in rest:
+            out = fn(out, x)
+        return [out]
+
+    return op
+
+
 def _mod(g: OnnxGraph, attrs: dict[str, Any], a: Tensor, b: Tensor) -> list[Tensor]:
     a, b = g.together(a, b)
     return [torch.fmod(a, b) if attrs.get("fmod", 0) else torch.remainder(a, b)]
@@ -402,6 +467,11 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "Div": _arith(_div),
     "Equal": _arith(torch.eq),
     "Less": _arith(torch.lt),
+    "LessOrEqual": _arith(torch.le),
+    "Greater": _arith(torch.gt),
+    "Pow": _arith(torch.pow),
+    "Max": _fold(torch.maximum),
+    "Min": _fold(torch.minimum),
     "GreaterOrEqual": _arith(torch.ge),
     "And": _arith(torch.logical_and),
     "Xor": _arith(torch.logical_xor),
@@ -413,6 +483,9 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "Cos": _elementwise(torch.cos),
     "Sin": _elementwise(torch.sin),
     "Sigmoid": _elementwise(torch.sigmoid),
+    "Sqrt": _elementwise(torch.sqrt),
+    "Neg": _elementwise(torch.neg),
+    "Reciprocal": _elementwise(torch.reciprocal),
     "Relu": _elementwise(torch.relu),
     "Identity": _elementwise(lambda x: x),
     "Mod": _mod,
@@ -431,6 +504,7 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "Softmax": _softmax,
     "ReduceMax": _reduce("max"),
     "ReduceSum": _reduce("sum"),
+    "ReduceMean": _reduce("mean"),
     "Clip": _clip,
     "Cast": _cast,
     "Shape": _shape,
@@ -439,4 +513,8 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "TopK": _topk,
     "Pad": _pad,
     "MaxPool": _max_pool,
+    "AveragePool": _average_pool,
+    "GridSample": _grid_sample,
+    "Flatten": _flatten,
+    "Range": _range,
 }

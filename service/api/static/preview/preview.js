@@ -7,7 +7,9 @@
 
 import { RATE, Timeline, Waveform, timecode } from "./views.js";
 
-const SIZE = 96; // frames are sent at the model's size: the server does no scaling work
+// Frames are sent at the default tier's picture, the video's shape kept (black bars), as the
+// service decodes a file for it: the server does no scaling work.
+const WIDTH = 320, HEIGHT = 180;
 const $ = (id) => document.getElementById(id);
 const video = $("video");
 // The key rides in headers and the config message, never in a URL (access logs keep URLs); the
@@ -129,7 +131,7 @@ class LiveStream {
     this.completing = 0; // index into `sent` of the frame that completes the next chunk
     this.shown = []; // [due time (performance.now ms), ImageBitmap]
     this.closed = false;
-    this.capture = new OffscreenCanvas(SIZE, SIZE).getContext("2d", { willReadFrequently: true });
+    this.capture = new OffscreenCanvas(WIDTH, HEIGHT).getContext("2d", { willReadFrequently: true });
   }
 
   async open() {
@@ -140,7 +142,7 @@ class LiveStream {
     this.ws.binaryType = "arraybuffer";
     this.session = await new Promise((resolve, reject) => {
       this.ws.onopen = () => this.ws.send(JSON.stringify({
-        type: "config", width: SIZE, height: SIZE, pixel_format: "rgb24", sample_rate: RATE,
+        type: "config", width: WIDTH, height: HEIGHT, pixel_format: "rgb24", sample_rate: RATE,
         ...(KEY ? { api_key: KEY } : {}),
         ...(state.gain_db !== null ? { gain_db: state.gain_db } : {}),
       }));
@@ -224,9 +226,13 @@ class LiveStream {
       const step = meta.mediaTime - this.sent[this.sent.length - 1][0];
       if (step > 0) state.fps = Math.round(1 / step); // the video's rate, for timecodes
     }
-    this.capture.drawImage(video, 0, 0, SIZE, SIZE);
-    const rgba = this.capture.getImageData(0, 0, SIZE, SIZE).data;
-    const message = new Uint8Array(16 + SIZE * SIZE * 3);
+    const scale = Math.min(WIDTH / video.videoWidth, HEIGHT / video.videoHeight);
+    const w = Math.round(video.videoWidth * scale), h = Math.round(video.videoHeight * scale);
+    this.capture.fillStyle = "black";
+    this.capture.fillRect(0, 0, WIDTH, HEIGHT);
+    this.capture.drawImage(video, (WIDTH - w) >> 1, (HEIGHT - h) >> 1, w, h);
+    const rgba = this.capture.getImageData(0, 0, WIDTH, HEIGHT).data;
+    const message = new Uint8Array(16 + WIDTH * HEIGHT * 3);
     const header = new DataView(message.buffer);
     header.setUint8(0, 1); header.setUint8(1, 1);
     header.setUint32(4, this.sent.length, true);
