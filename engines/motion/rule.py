@@ -70,25 +70,16 @@ def _along(
     v: torch.Tensor, direction: torch.Tensor, x: torch.Tensor, y: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The most and the least of `v` . `direction` over the 3 x 3 blocks around (x, y) (blocks,
-    [B, h, w] each): [B, 1, h, w] twice."""
-    _, _, h, w = v.shape
-    most = least = None
-    for dy in (-1, 0, 1):
-        for dx in (-1, 0, 1):
-            gx = (x + dx) * (2 / max(w - 1, 1)) - 1
-            gy = (y + dy) * (2 / max(h - 1, 1)) - 1
-            there = F.grid_sample(
-                v,
-                torch.stack([gx, gy], dim=-1),
-                mode="nearest",
-                padding_mode="border",
-                align_corners=True,
-            )
-            value = (there * direction).sum(dim=1, keepdim=True)
-            most = value if most is None else torch.maximum(most, value)
-            least = value if least is None else torch.minimum(least, value)
-    assert most is not None and least is not None
-    return most, least
+    [B, h, w] each; nearest block, the picture's edge where outside): [B, 1, h, w] twice. An
+    index gather: several times faster than ONNX Runtime's grid sampling."""
+    b, c, h, w = v.shape
+    offsets = [(dx, dy) for dy in (-1, 0, 1) for dx in (-1, 0, 1)]
+    cols = torch.cat([x + dx for dx, _ in offsets], dim=1).round().clamp(0, w - 1)
+    rows = torch.cat([y + dy for _, dy in offsets], dim=1).round().clamp(0, h - 1)
+    index = (rows * w + cols).to(torch.int64).reshape(b, 1, -1).expand(b, c, -1)
+    there = torch.gather(v.reshape(b, c, h * w), 2, index).reshape(b, c, len(offsets), h, w)
+    value = (there * direction.unsqueeze(2)).sum(dim=1)
+    return value.amax(dim=1, keepdim=True), value.amin(dim=1, keepdim=True)
 
 
 def velocity_loss(before: _Seen, during: _Seen, after: _Seen) -> tuple[torch.Tensor, torch.Tensor]:

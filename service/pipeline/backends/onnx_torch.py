@@ -276,6 +276,8 @@ def _reduce(fn: str) -> Callable[..., list[Tensor]]:
             return [x.sum(dim=dims, keepdim=keep)]
         if fn == "mean":
             return [x.mean(dim=dims, keepdim=keep)]
+        if fn == "min":
+            return [x.amin(dim=dims, keepdim=keep)]
         return [x.amax(dim=dims, keepdim=keep)]
 
     return op
@@ -484,6 +486,7 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "Sin": _elementwise(torch.sin),
     "Sigmoid": _elementwise(torch.sigmoid),
     "Sqrt": _elementwise(torch.sqrt),
+    "Round": _elementwise(torch.round),  # half to even, as ONNX
     "Neg": _elementwise(torch.neg),
     "Reciprocal": _elementwise(torch.reciprocal),
     "Relu": _elementwise(torch.relu),
@@ -505,6 +508,7 @@ _OPS: dict[str, Callable[..., Sequence[Tensor]]] = {
     "ReduceMax": _reduce("max"),
     "ReduceSum": _reduce("sum"),
     "ReduceMean": _reduce("mean"),
+    "ReduceMin": _reduce("min"),
     "Clip": _clip,
     "Cast": _cast,
     "Shape": _shape,
