@@ -8,6 +8,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+ECHO_CHARS = 64  # of a client's value quoted back in an error
+
+
+def echo(value: object) -> str:
+    """`value` as an error quotes it back to the client: its repr, cut to ECHO_CHARS (a
+    megabyte of tier name is not sent back)."""
+    text = repr(value)
+    return text if len(text) <= ECHO_CHARS else f"{text[: ECHO_CHARS - 3]}..."
+
 
 class FoleyError(Exception):
     """Base error: `code` is a stable machine-readable string, `reason` a human sentence."""

@@ -15,6 +15,7 @@ from service.api.docs import DOCS_STATIC
 from service.api.docs import router as docs_router
 from service.api.errors import install_error_handlers
 from service.api.exports import router as exports_router
+from service.api.head import HeadAsGet
 from service.api.logs import RequestIds
 from service.api.metrics import Metrics
 from service.api.metrics import install as install_metrics
@@ -56,6 +57,7 @@ def create_app(
     )
     install_error_handlers(app)
     install_metrics(app, metrics)
+    app.add_middleware(HeadAsGet)
     app.add_middleware(RequestIds)  # outermost: logs and metrics of the request carry its id
     app.include_router(router)
     app.include_router(preview_router)

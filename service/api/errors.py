@@ -117,7 +117,10 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # the client's business.
     logger.error("%s %s -> unhandled %s", request.method, request.url.path, type(exc).__name__)
     _count(request, "internal_error")
-    return error_response(500, "internal_error", "internal error; see the server log")
+    # Written outside the request-id middleware (Starlette's outermost one): the id from scope.
+    request_id = request.scope.get("request_id")
+    headers = {"x-request-id": request_id} if request_id else None
+    return error_response(500, "internal_error", "internal error; see the server log", headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -88,6 +88,7 @@ class RequestIds:
         given = dict(scope.get("headers") or ()).get(b"x-request-id", b"").decode("latin-1")
         request_id = given if _VALID_ID.fullmatch(given) else uuid.uuid4().hex
         token = REQUEST_ID.set(request_id)
+        scope["request_id"] = request_id  # for the error page the server's middleware writes
 
         async def send_with_id(message: dict) -> None:
             if message["type"] == "http.response.start":

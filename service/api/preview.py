@@ -30,7 +30,7 @@ from service.api.errors import validation_reason
 from service.api.metrics import LATE_S, Metrics
 from service.api.state import ServiceState
 from service.context import REQUEST_ID
-from service.errors import FoleyError
+from service.errors import FoleyError, echo
 from service.markers import timecode, timecode_rate
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.motion.tier import MotionTier
@@ -42,6 +42,7 @@ from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, Prev
 logger = logging.getLogger(__name__)
 router = APIRouter()
 STATS_EVERY_S = 1.0
+MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 2 of them the code
 STATIC = Path(__file__).resolve().parent / "static" / "preview"
 
 
@@ -101,10 +102,19 @@ async def preview(ws: WebSocket) -> None:
         await _close(ws, close)
     except WebSocketDisconnect:
         pass
+    except Exception:
+        await _close(ws, _internal(session.id if session else None))
     finally:
         if worker is not None and session is not None:
             worker.close(session)
             metrics.preview_open.dec()
+
+
+def _internal(session: str | None) -> _Close:
+    """A fault of the service's own (logged once, with its traceback): the client gets a code
+    and a close, never a dropped connection."""
+    logger.exception("preview session %s failed", session or "-")
+    return _Close("internal", "the service failed on this session", p.CLOSE_INTERNAL)
 
 
 def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
@@ -153,7 +163,7 @@ async def _receive_config(ws: WebSocket, state: ServiceState) -> p.SessionConfig
         )
     engine = state.engine
     if config.tier not in (None, engine.tier.name if engine else None):
-        raise _Close("unknown_tier", f"tier {config.tier!r} is not loaded", p.CLOSE_BAD_INPUT)
+        raise _Close("unknown_tier", f"tier {echo(config.tier)} is not loaded", p.CLOSE_BAD_INPUT)
     return config
 
 
@@ -307,7 +317,7 @@ async def _send(
             )
         )
         for onset in item.onsets:
-            await ws.send_text(_onset(session.config, t0, rate, onset).model_dump_json())
+            await ws.send_text(onset_message(session.config, t0, rate, onset).model_dump_json())
         if item.batch:
             sent = time.perf_counter()
             stats.add(item, sent)
@@ -361,15 +371,20 @@ async def _close(ws: WebSocket, close: _Close) -> None:
             await ws.send_text(
                 p.ErrorMessage(code=close.code, reason=close.reason).model_dump_json()
             )
-            await ws.close(close.close, close.reason[:120])
+            await ws.close(close.close, close_reason(close.reason))
         except (WebSocketDisconnect, RuntimeError):
             pass
 
 
-def _onset(config: p.SessionConfig, t0: float, rate: int, onset: LiveOnset) -> p.Onset:
+def close_reason(reason: str) -> str:
+    """`reason` cut to what a close frame holds: 123 bytes of UTF-8 (a cut character dropped)."""
+    return reason.encode()[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore")
+
+
+def onset_message(config: p.SessionConfig, t0: float, rate: int, onset: LiveOnset) -> p.Onset:
     time_s = t0 + onset.sample / rate
     stamp = None
-    if config.fps:
+    if config.fps and time_s >= 0:  # a timecode counts from zero: none before it
         fps, drop = timecode_rate(config.fps)
         stamp = timecode(time_s, fps, drop)
     marker = onset.marker

@@ -129,6 +129,9 @@ async def _paced(
         yield chunk
 
 
+MAX_BOUNDARY = 70
+
+
 def _boundary(content_type: str | None) -> bytes:
     mime, options = parse_options_header(content_type)
     if mime != b"multipart/form-data":
@@ -138,6 +141,8 @@ def _boundary(content_type: str | None) -> bytes:
     boundary = options.get(b"boundary")
     if not boundary:
         raise BadMultipart("multipart/form-data without a boundary")
+    if len(boundary) > MAX_BOUNDARY:
+        raise BadMultipart(f"a multipart boundary is at most {MAX_BOUNDARY} characters (RFC 2046)")
     return boundary
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from service.cache import create_cache
 from service.cache.base import Cache
 from service.config import Settings
-from service.errors import BackendUnavailable, InvalidInput, MediaError, ModelConfigError
+from service.errors import BackendUnavailable, InvalidInput, MediaError, ModelConfigError, echo
 from service.media import decode
 from service.media.audio_out import AudioWriter, Sink
 from service.media.decode import DecodeLimits, open_video
@@ -189,7 +189,7 @@ class FoleyEngine:
             )
         if options.tier not in (None, self.tier.name):
             raise InvalidInput(
-                f"tier {options.tier!r} is not loaded (loaded: {self.tier.name})",
+                f"tier {echo(options.tier)} is not loaded (loaded: {self.tier.name})",
                 code="unknown_tier",
             )
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass
 
 from service.config import Settings
-from service.errors import InvalidInput
+from service.errors import InvalidInput, echo
 
 
 def installed_tiers(settings: Settings) -> list[str]:
@@ -34,8 +34,15 @@ def listed_tiers(settings: Settings) -> list[TierListing]:
     return found
 
 
+MAX_TIER_NAME = 64
+
+
 def tier_exists(settings: Settings, tier: str) -> bool:
-    return tier.isidentifier() and (settings.models_dir / tier / "config.json").is_file()
+    """A tier name is a short ASCII identifier (a folder of the models directory); any other
+    string names none, whatever the file system would make of it."""
+    if not (len(tier) <= MAX_TIER_NAME and tier.isascii() and tier.isidentifier()):
+        return False
+    return (settings.models_dir / tier / "config.json").is_file()
 
 
 def check_tier(settings: Settings, tier: str) -> None:
@@ -43,5 +50,5 @@ def check_tier(settings: Settings, tier: str) -> None:
     if not tier_exists(settings, tier):
         known = ", ".join(installed_tiers(settings)) or "none"
         raise InvalidInput(
-            f"no model tier named {tier!r} is installed (tiers: {known})", code="unknown_tier"
+            f"no model tier named {echo(tier)} is installed (tiers: {known})", code="unknown_tier"
         )

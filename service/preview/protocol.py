@@ -160,7 +160,7 @@ class FrameMessage:
 class ProtocolError(ValueError):
     """A message the server cannot use: `code` for the error message, `close` for the socket."""
 
-    def __init__(self, reason: str, *, code: str = "bad_message", close: int = CLOSE_BAD_INPUT):
+    def __init__(self, reason: str, *, code: str = "bad_message", close: int = CLOSE_POLICY):
         super().__init__(reason)
         self.code, self.close = code, close
 
@@ -177,6 +177,7 @@ def parse_frame(data: bytes) -> FrameMessage:
         raise ProtocolError(
             f"the frame timestamp must be a number of seconds within ±{MAX_TIMESTAMP_S:g}",
             code="bad_timestamp",
+            close=CLOSE_BAD_INPUT,
         )
     return FrameMessage(index, pts_s, memoryview(data)[FRAME_HEADER.size :])
 

@@ -152,3 +152,11 @@ def test_the_schema_names_the_installed_tiers(settings: Settings, engine: Record
     for path, method in (("/v1/foley", "post"), ("/v1/exports", "post")):
         (tier,) = [p for p in spec["paths"][path][method]["parameters"] if p["name"] == "tier"]
         assert tier["schema"]["anyOf"][0]["enum"] == ["export", "motion", "objects", "preview"]
+
+
+def test_get_routes_answer_head_without_a_body(client: TestClient) -> None:
+    for path in ("/healthz", "/readyz", "/v1/tiers", "/metrics"):
+        got, head = client.get(path), client.head(path)
+        assert head.status_code == got.status_code == 200, path
+        assert head.content == b"" and head.headers["content-type"] == got.headers["content-type"]
+    assert client.head("/v1/foley").status_code == 405  # a POST route stays POST only

@@ -197,3 +197,25 @@ def test_unknown_form_field_is_422(client: TestClient) -> None:
     response = client.post("/v1/foley", data={"samplerate": "16000"}, files=upload())
     assert response.status_code == 422
     assert "samplerate" in response.json()["error"]["reason"]
+
+
+def test_a_boundary_over_the_rfc_limit_is_400_with_the_request_id(client: TestClient) -> None:
+    boundary = "b" * 300
+    body = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="a.mp4"\r\n\r\nx'
+    response = client.post(
+        "/v1/foley",
+        content=body.encode() + f"\r\n--{boundary}--\r\n".encode(),
+        headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "invalid_multipart"
+    assert "70" in response.json()["error"]["reason"]
+    assert response.headers["x-request-id"]
+
+
+def test_an_unknown_tier_is_echoed_bounded(client: TestClient) -> None:
+    # A long identifier of non-ASCII letters: once a 500 (the file system refused the name).
+    response = client.post("/v1/foley", params={"tier": "é" * 2000}, files=upload())
+    assert response.status_code == 422
+    error = response.json()["error"]
+    assert error["code"] == "unknown_tier" and len(error["reason"]) < 400

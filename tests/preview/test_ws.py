@@ -15,12 +15,14 @@ from starlette.websockets import WebSocketDisconnect
 
 from engines.eval.sync import read_audio
 from service.api import create_app
+from service.api.preview import MAX_CLOSE_REASON_BYTES, close_reason, onset_message
 from service.config import Settings
 from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
 from service.media.loudness import CEILING_DBTP, measure
-from service.pipeline.types import RenderOptions
+from service.pipeline.types import ContactMarker, RenderOptions
 from service.preview import protocol as p
+from service.preview.runners import LiveOnset
 from tests.api.conftest import wait_ready
 from tests.preview.jpegs import declaring, jpeg
 from tests.preview.levels import at_live_level
@@ -180,7 +182,7 @@ def test_a_bad_config_gets_a_reason_and_a_close_code(client, first, code) -> Non
     ("message", "code", "close"),
     [
         (p.pack_frame(0, 0.0, b"\x00" * 100), "bad_frame", p.CLOSE_BAD_INPUT),
-        (b"\x07" + b"\x00" * 40, "bad_message", p.CLOSE_BAD_INPUT),
+        (b"\x07" + b"\x00" * 40, "bad_message", p.CLOSE_POLICY),
         (p.pack_frame(0, float("nan"), b"\x00" * 96 * 96 * 3), "bad_timestamp", p.CLOSE_BAD_INPUT),
     ],
 )
@@ -453,3 +455,39 @@ def test_a_jpeg_declaring_a_huge_picture_is_refused_by_its_own_connection(client
         assert json.loads(ws.receive_text())["type"] == "ready"
         got = _stream(ws, [(k / 30, jpeg(96, 96)) for k in range(6)])
     assert len(got.samples) > 0
+
+
+def test_a_non_ascii_reason_closes_with_its_code(client) -> None:
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(tier="é" * 200))
+        error = _error(ws)
+        assert error["code"] == "unknown_tier" and len(error["reason"]) < 200
+        assert _close_code(ws) == p.CLOSE_BAD_INPUT
+
+
+def test_close_reasons_are_cut_by_bytes_on_a_character() -> None:
+    reason = close_reason("é" * 100)
+    assert len(reason.encode()) <= MAX_CLOSE_REASON_BYTES and reason == "é" * 61
+
+
+def test_an_onset_before_zero_has_no_timecode() -> None:
+    config = p.SessionConfig(type="config", width=96, height=96, fps=30)
+    onset = LiveOnset(sample=0, marker=ContactMarker(0.0, "impact", 1.0, None))
+    assert onset_message(config, -2.0, 48000, onset).timecode is None
+    assert onset_message(config, 2.0, 48000, onset).timecode == "00:00:02:00"
+
+
+def test_a_fault_of_the_service_ends_the_session_with_a_code(client, monkeypatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(p, "pack_audio", broken)
+    black = b"\x00" * 96 * 96 * 3
+    with client.websocket_connect("/v1/preview") as ws:
+        ws.send_text(_config(fps=30))
+        assert json.loads(ws.receive_text())["type"] == "ready"
+        for k in range(4):
+            ws.send_bytes(p.pack_frame(k, k / 30, black))
+        assert _error(ws)["code"] == "internal"
+        assert _close_code(ws) == p.CLOSE_INTERNAL
+    assert client.get("/healthz").status_code == 200
