@@ -185,8 +185,9 @@ def test_unexpected_error_is_500_json_and_the_server_keeps_serving(
     client: TestClient, engine: RecordingEngine, work_dir: Path
 ) -> None:
     engine.fail_next = RuntimeError("onnxruntime exploded with /secret/path")
-    response = client.post("/v1/foley", files=upload())
+    response = client.post("/v1/foley", files=upload(), headers={"X-Request-ID": "req-500"})
     assert response.status_code == 500
+    assert response.headers["x-request-id"] == "req-500"
     error = response.json()["error"]
     assert error["code"] == "internal_error"
     assert "/secret/path" not in error["reason"]
