@@ -46,8 +46,11 @@ class BadMultipart(InvalidInput):
 
 
 class ClientDisconnected(InvalidInput):
+    """The client went away before its answer (nginx's 499: nobody reads it, but the access
+    log and the metrics say what became of the request)."""
+
     code = "client_disconnected"
-    http_status = 400
+    http_status = 499
 
 
 class EngineUnavailable(FoleyError):
@@ -79,6 +82,8 @@ async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
     _count(request, exc.code)
     if exc.http_status == 500:  # 503s (loading, busy) are expected states, not news
         logger.warning("%s %s -> %s", request.method, request.url.path, exc)
+    elif exc.http_status == 499:  # no response reaches the access log: this line stands for it
+        logger.info("%s %s -> 499 %s", request.method, request.url.path, exc.reason)
     return error_response(exc.http_status, exc.code, exc.reason, getattr(exc, "headers", None))
 
 

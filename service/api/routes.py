@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from time import perf_counter
@@ -30,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from service.api import results
 from service.api.auth import Tenant
+from service.api.errors import ClientDisconnected
 from service.api.params import (
     UNSAFE_NAME,
     UPLOAD_NAME,
@@ -184,7 +186,9 @@ async def foley(
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
             return _cached_response(cached, upload, workdir, timings, started)
-        result, queued, rendered = await _render(state, engine, upload.path, workdir, options)
+        result, queued, rendered = await _render(
+            request, state, engine, upload.path, workdir, options
+        )
         state.metrics.rendered(result)
         answer = (result.format, result.output)
         if markers is not None:
@@ -296,20 +300,56 @@ def _headers(
 
 
 async def _render(
-    state: ServiceState, engine: Engine, input_path: Path, workdir: Path, options: RenderOptions
+    request: Request,
+    state: ServiceState,
+    engine: Engine,
+    input_path: Path,
+    workdir: Path,
+    options: RenderOptions,
 ) -> tuple[RenderResult, float, float]:
-    """The blocking render in a worker thread behind the limiter -> (result, wait s, render s)."""
+    """The blocking render in a worker thread behind the limiter -> (result, wait s, render s).
+    A client that goes away stops it within one window (ClientDisconnected), or before it
+    starts if it was still waiting for a slot: nobody would read the answer."""
     state.check_capacity()
     output = workdir / f"foley.{options.format}"
     waiting_since = perf_counter()
     started_at: list[float] = []
+    gone = threading.Event()
+
+    def stop_if_gone(_: float) -> None:
+        if gone.is_set():
+            raise ClientDisconnected("the client went away during the render")
 
     def run() -> RenderResult:
         started_at.append(perf_counter())
-        return engine.render(input_path, output, options)
+        stop_if_gone(0.0)
+        return engine.render(input_path, output, options, stop_if_gone)
 
-    result = await anyio.to_thread.run_sync(run, limiter=state.limiter)
+    outcome: dict[str, RenderResult | Exception] = {}
+    async with anyio.create_task_group() as tasks:
+
+        async def render() -> None:
+            try:
+                outcome["result"] = await anyio.to_thread.run_sync(run, limiter=state.limiter)
+            except Exception as exc:
+                outcome["error"] = exc
+            tasks.cancel_scope.cancel()
+
+        tasks.start_soon(_watch_disconnect, request, gone)
+        tasks.start_soon(render)
+    if "error" in outcome:
+        raise outcome["error"]
+    result = outcome["result"]
+    assert isinstance(result, RenderResult)
     return result, started_at[0] - waiting_since, perf_counter() - started_at[0]
+
+
+async def _watch_disconnect(request: Request, gone: threading.Event) -> None:
+    """Sets `gone` when the client disconnects. The body is read by now, so the next ASGI
+    message of this request is its disconnect (a server sends nothing else)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    gone.set()
 
 
 def server_timing(seconds: Mapping[str, float]) -> str:

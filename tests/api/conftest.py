@@ -6,6 +6,7 @@ import asyncio
 import re
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,8 @@ class RecordingEngine:
     """Test double of `FoleyEngine`: writes a fixed output and records every call.
 
     `warm_gate` holds `warmup()` until set; `fail_next` is raised by the next `render()`.
+    A render reports progress after each of `windows` windows of `window_s` (counted in
+    `windows_run`), as the engine does after each window it renders.
     """
 
     tier: SimpleNamespace = field(
@@ -72,6 +75,9 @@ class RecordingEngine:
     warmup_on_event_loop: bool | None = None
     fail_next: BaseException | None = None
     warnings: tuple[str, ...] = ()  # what the next renders report worked around
+    windows: int = 0
+    window_s: float = 0.0
+    windows_run: int = 0
     calls: list[RenderCall] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -102,6 +108,11 @@ class RecordingEngine:
         if self.fail_next is not None:
             exc, self.fail_next = self.fail_next, None
             raise exc
+        for k in range(self.windows):
+            time.sleep(self.window_s)
+            self.windows_run += 1
+            if progress is not None:
+                progress((k + 1) / self.windows)
         output_path.write_bytes(RENDERED)
         return RenderResult(
             output=output_path,

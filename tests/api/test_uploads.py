@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
@@ -219,3 +220,25 @@ def test_an_unknown_tier_is_echoed_bounded(client: TestClient) -> None:
     assert response.status_code == 422
     error = response.json()["error"]
     assert error["code"] == "unknown_tier" and len(error["reason"]) < 400
+
+
+def test_a_render_stops_when_its_client_goes_away(
+    live_server: Callable[[], socket.socket], engine: RecordingEngine, caplog
+) -> None:
+    ready = b"GET /readyz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+    wait_until(lambda: raw_exchange(live_server, ready)[0] == 200, 10, "ready")
+    engine.windows, engine.window_s = 200, 0.02  # a 4 s render
+    body = multipart_head() + b"video bytes" + multipart_tail()
+    request = (
+        f"POST /v1/foley HTTP/1.1\r\nHost: test\r\nContent-Type: {MULTIPART}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with caplog.at_level("INFO", logger="service.api.errors"), live_server() as sock:
+        sock.sendall(request)
+        wait_until(lambda: engine.windows_run >= 5, 10, "the render started")
+        sock.close()
+        wait_until(lambda: "499" in caplog.text, 10, "the abandoned request logged")
+    stopped = engine.windows_run
+    time.sleep(0.2)
+    assert engine.windows_run == stopped < engine.windows  # stopped within one window
+    assert "client_disconnected" in caplog.text or "went away" in caplog.text
