@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     export_tier: str = "export"
     export_workers: int = Field(default=1, ge=1)  # in-process pool size
     export_max_pending: int = Field(default=100, ge=1)  # queued jobs before 503 busy
+    # With API keys, the share of export_max_pending one key may hold (then 429 key_queue_full):
+    # one tenant cannot lock the others out. Without keys there is one tenant, which may hold all.
+    export_key_share: float = Field(default=0.5, gt=0.0, le=1.0)
     # `foley worker` serves its children's job metrics (service.jobs.metrics) here; 0: not at all.
     worker_metrics_port: int = Field(default=9808, ge=0, le=65535)
     # Uploads and results of jobs, shared by the API and the workers: required with a broker.

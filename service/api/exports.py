@@ -123,7 +123,7 @@ async def create_export(
     settings = state.settings
     jobs = jobs_of(state)
     check_tier(settings, query.tier or settings.export_tier)
-    await anyio.to_thread.run_sync(jobs.check_capacity)
+    await anyio.to_thread.run_sync(jobs.check_capacity, tenant)
     receiving = jobs.storage.receiving_dir()
     try:
         upload = await receive_upload(

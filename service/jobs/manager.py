@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ParamSpec, Protocol, TypeVar
+from typing import ClassVar, ParamSpec, Protocol, TypeVar
 
 import redis
 
@@ -24,7 +25,7 @@ from service.jobs.metrics import JobMetrics
 from service.jobs.records import JobError, JobRecord
 from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
-from service.jobs.store import JobStore
+from service.jobs.store import Caps, Full, JobStore
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -58,6 +59,14 @@ class ResultExpired(FoleyError):
 
 class QueueFull(Busy):
     pass
+
+
+class KeyQueueFull(FoleyError):
+    """One API key holds its whole share of the export queue."""
+
+    code = "key_queue_full"
+    http_status = 429
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
 
 
 class QueueUnavailable(FoleyError):
@@ -96,18 +105,32 @@ class JobManager:
         self.settings, self.store, self.storage, self.queue = settings, store, storage, queue
         self.metrics = metrics or JobMetrics()  # the transitions decided here
 
+    @property
+    def caps(self) -> Caps:
+        settings = self.settings
+        total = settings.export_max_pending
+        share = max(1, math.floor(total * settings.export_key_share)) if settings.api_keys else None
+        return Caps(total=total, per_tenant=share)
+
     @_store_errors
-    def check_capacity(self) -> None:
-        limit = self.settings.export_max_pending
-        if self.store.active_count() >= limit:
-            raise QueueFull(f"{limit} export jobs are already queued or running; retry later")
+    def check_capacity(self, tenant: str) -> None:
+        """A quick refusal before an upload is read (`submit` holds the caps under
+        concurrency)."""
+        caps = self.caps
+        if caps.total is not None and self.store.active_count() >= caps.total:
+            raise _refusal(Full("total", caps.total))
+        if caps.per_tenant is not None and self.store.active_count(tenant) >= caps.per_tenant:
+            raise _refusal(Full("tenant", caps.per_tenant))
 
     @_store_errors
     def submit(self, record: JobRecord, upload: Path) -> Accepted:
         """Accept a job for the upload at `upload` (in `storage.receiving_dir()`); the upload is
         moved or removed."""
         try:
-            stored = self.store.create(record)
+            try:
+                stored = self.store.create(record, self.caps)
+            except Full as full:
+                raise _refusal(full) from None
             if stored.id != record.id:
                 _check_same_request(stored, record)
                 return Accepted(stored, created=False)
@@ -189,6 +212,15 @@ class JobManager:
         self.queue.close()
         if self.storage.owned:
             shutil.rmtree(self.storage.root, ignore_errors=True)
+
+
+def _refusal(full: Full) -> FoleyError:
+    if full.scope == "tenant":
+        return KeyQueueFull(
+            f"this API key has {full.cap} export jobs queued or running, its share of the "
+            "queue; retry later"
+        )
+    return QueueFull(f"{full.cap} export jobs are already queued or running; retry later")
 
 
 def _check_same_request(earlier: JobRecord, now: JobRecord) -> None:

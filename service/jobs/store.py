@@ -19,7 +19,7 @@ import json
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Protocol
 
 import redis
@@ -29,12 +29,32 @@ from redis.retry import Retry
 from service.jobs.records import ACTIVE, JobRecord
 
 
+@dataclass(frozen=True)
+class Caps:
+    """How many jobs may be queued or running: in all, and of one tenant."""
+
+    total: int | None = None
+    per_tenant: int | None = None
+
+
+NO_CAPS = Caps()
+
+
+class Full(Exception):
+    """A cap of `Caps` would be passed: `scope` is "total" or "tenant"."""
+
+    def __init__(self, scope: str, cap: int) -> None:
+        super().__init__(f"{cap} jobs of the {scope} cap are queued or running")
+        self.scope, self.cap = scope, cap
+
+
 class JobStore(Protocol):
     """Thread-safe."""
 
-    def create(self, record: JobRecord) -> JobRecord:
+    def create(self, record: JobRecord, caps: Caps = NO_CAPS) -> JobRecord:
         """Store a new record; if its tenant already used its idempotency key, store nothing and
-        return that job's record instead (compare ids to tell)."""
+        return that job's record instead (compare ids to tell). A new job is refused (Full) if
+        it would pass `caps`, counted in the same atomic step: the caps hold under concurrency."""
         ...
 
     def get(self, job_id: str) -> JobRecord | None: ...
@@ -58,8 +78,8 @@ class JobStore(Protocol):
         was not there). A running attempt finds it gone at its next window and stops."""
         ...
 
-    def active_count(self) -> int:
-        """Jobs queued or running."""
+    def active_count(self, tenant: str | None = None) -> int:
+        """Jobs queued or running (the tenant's, when given)."""
         ...
 
     def healthy(self) -> bool:
@@ -80,12 +100,18 @@ class MemoryJobStore:
         self._keys: dict[str, str] = {}  # idempotency slot -> job id
         self._lock = threading.Lock()
 
-    def create(self, record: JobRecord) -> JobRecord:
+    def create(self, record: JobRecord, caps: Caps = NO_CAPS) -> JobRecord:
         with self._lock:
             self._sweep()
             slot = _slot(record)
             if slot is not None and self._keys.get(slot) in self._records:
                 return self._records[self._keys[slot]][0]
+            active = [r for r, _ in self._records.values() if r.state in ACTIVE]
+            if caps.total is not None and len(active) >= caps.total:
+                raise Full("total", caps.total)
+            mine = sum(1 for r in active if r.tenant == record.tenant)
+            if caps.per_tenant is not None and mine >= caps.per_tenant:
+                raise Full("tenant", caps.per_tenant)
             if slot is not None:
                 self._keys[slot] = record.id
             self._records[record.id] = (record, float("inf"))
@@ -129,9 +155,13 @@ class MemoryJobStore:
                 del self._keys[slot]
             return item[0]
 
-    def active_count(self) -> int:
+    def active_count(self, tenant: str | None = None) -> int:
         with self._lock:
-            return sum(1 for record, _ in self._records.values() if record.state in ACTIVE)
+            return sum(
+                1
+                for record, _ in self._records.values()
+                if record.state in ACTIVE and tenant in (None, record.tenant)
+            )
 
     def healthy(self) -> bool:
         return True
@@ -151,16 +181,21 @@ def _slot(record: JobRecord) -> str | None:
     return idempotency_slot(record.tenant, record.idempotency_key)
 
 
-# KEYS: record, idempotency key (or ""), active set. ARGV: id, the records' key prefix, then
-# field/value pairs.
+# KEYS: record, idempotency key (or ""), active set, the tenant's active set. ARGV: id, the
+# records' key prefix, the total cap and the tenant's ("" for none), then field/value pairs.
 _CREATE = """
-if KEYS[2] ~= '' then
-  local existing = redis.call('GET', KEYS[2])
-  if existing and redis.call('EXISTS', ARGV[2] .. existing) == 1 then return existing end
-  redis.call('SET', KEYS[2], ARGV[1])
+local existing = KEYS[2] ~= '' and redis.call('GET', KEYS[2])
+if existing and redis.call('EXISTS', ARGV[2] .. existing) == 1 then return existing end
+if ARGV[3] ~= '' and redis.call('SCARD', KEYS[3]) >= tonumber(ARGV[3]) then
+  return 'full:total'
 end
-redis.call('HSET', KEYS[1], unpack(ARGV, 3))
+if ARGV[4] ~= '' and redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[4]) then
+  return 'full:tenant'
+end
+if KEYS[2] ~= '' then redis.call('SET', KEYS[2], ARGV[1]) end
+redis.call('HSET', KEYS[1], unpack(ARGV, 5))
 redis.call('SADD', KEYS[3], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[1])
 return ARGV[1]
 """
 
@@ -177,7 +212,11 @@ if not ok then return false end
 if ARGV[3] ~= '' and redis.call('HGET', KEYS[1], 'attempts') ~= ARGV[3] then return false end
 if #ARGV > 4 + n then redis.call('HSET', KEYS[1], unpack(ARGV, 5 + n)) end
 local now = redis.call('HGET', KEYS[1], 'state')
-if now ~= '"queued"' and now ~= '"running"' then redis.call('SREM', KEYS[2], ARGV[1]) end
+if now ~= '"queued"' and now ~= '"running"' then
+  redis.call('SREM', KEYS[2], ARGV[1])
+  local mine = redis.call('HGET', KEYS[1], '_tenant_active')
+  if mine then redis.call('SREM', cjson.decode(mine), ARGV[1]) end
+end
 local ttl = tonumber(ARGV[2])
 if ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)
@@ -196,6 +235,8 @@ if idem then
   local key = cjson.decode(idem)
   if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
 end
+local mine = redis.call('HGET', KEYS[1], '_tenant_active')
+if mine then redis.call('SREM', cjson.decode(mine), ARGV[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('SREM', KEYS[2], ARGV[1])
 return raw
@@ -232,13 +273,26 @@ class RedisJobStore:
             redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=10), probe=probe
         )
 
-    def create(self, record: JobRecord) -> JobRecord:
+    def create(self, record: JobRecord, caps: Caps = NO_CAPS) -> JobRecord:
         idem_key = self._idem_key(_slot(record))
-        fields = record.to_fields() | ({"_idem": idem_key} if idem_key else {})
-        job_id = self._create(
-            keys=[self._key(record.id), idem_key, self._active],
-            args=[record.id, self._key(""), *_flatten(fields)],
+        mine = self._tenant_active(record.tenant)
+        fields = record.to_fields() | {"_tenant_active": mine}
+        fields |= {"_idem": idem_key} if idem_key else {}
+        answer = self._create(
+            keys=[self._key(record.id), idem_key, self._active, mine],
+            args=[
+                record.id,
+                self._key(""),
+                "" if caps.total is None else caps.total,
+                "" if caps.per_tenant is None else caps.per_tenant,
+                *_flatten(fields),
+            ],
         ).decode()
+        if answer.startswith("full:"):
+            scope = answer.removeprefix("full:")
+            cap = caps.total if scope == "total" else caps.per_tenant
+            raise Full(scope, cap or 0)
+        job_id = answer
         if job_id == record.id:
             return record
         existing = self.get(job_id)
@@ -281,8 +335,10 @@ class RedisJobStore:
             return None
         return _record(dict(zip(raw[::2], raw[1::2], strict=True)))
 
-    def active_count(self) -> int:
-        return int(self.client.scard(self._active))
+    def active_count(self, tenant: str | None = None) -> int:
+        return int(
+            self.client.scard(self._active if tenant is None else self._tenant_active(tenant))
+        )
 
     def healthy(self) -> bool:
         try:
@@ -293,6 +349,10 @@ class RedisJobStore:
     @property
     def _active(self) -> str:
         return self.prefix + "jobs:active"
+
+    def _tenant_active(self, tenant: str) -> str:
+        digest = hashlib.sha256(tenant.encode()).hexdigest()[:16]
+        return f"{self.prefix}jobs:active:{digest}"
 
     def _key(self, job_id: str) -> str:
         return f"{self.prefix}job:{job_id}"

@@ -4,6 +4,7 @@ tenants, idempotency and refusals. The engine is a test double that the test ste
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -265,4 +266,26 @@ def test_refusals(engine):
         busy = post(client)
         assert busy.status_code == 503 and busy.json()["error"]["code"] == "busy"
         assert busy.headers["retry-after"]  # as for a busy render: the same request later
+        engine.gate.set()
+
+
+def test_the_pending_cap_holds_under_concurrent_posts(engine):
+    engine.gate.clear()  # every accepted job stays queued or running
+    with client_for(engine, export_max_pending=3) as client, ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(lambda _: post(client), range(20)))
+        codes = sorted(a.status_code for a in answers)
+        assert codes == [202] * 3 + [503] * 17
+        engine.gate.set()
+
+
+def test_one_key_holds_at_most_its_share_of_the_queue(engine):
+    engine.gate.clear()
+    keys = {"api_keys": ["alice-key", "bob-key"], "export_max_pending": 4}
+    with client_for(engine, **keys) as client:
+        alice, bob = {"X-API-Key": "alice-key"}, {"X-API-Key": "bob-key"}
+        assert [post(client, headers=alice).status_code for _ in range(3)] == [202, 202, 429]
+        refused = post(client, headers=alice)
+        assert refused.json()["error"]["code"] == "key_queue_full"
+        assert refused.headers["retry-after"]
+        assert post(client, headers=bob).status_code == 202  # the other key still gets in
         engine.gate.set()

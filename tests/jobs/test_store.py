@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from service.jobs.records import JobError, JobRecord, new_job_id
-from service.jobs.store import MemoryJobStore, RedisJobStore
+from service.jobs.store import Caps, Full, MemoryJobStore, RedisJobStore
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -96,3 +96,36 @@ def test_delete_removes_the_record_and_frees_its_key(store):
     assert store.transition(first.id, {"running"}, {"progress": 0.5}) is None  # its attempt stops
     assert store.active_count() == 1 and store.get(kept.id) == kept
     assert store.create(record("k")).id != first.id
+
+
+def test_caps_hold_under_concurrent_creates(store):
+    caps = Caps(total=5, per_tenant=3)
+
+    def create(i):
+        try:
+            return store.create(record(tenant=f"t{i % 2}"), caps).tenant
+        except Full as full:
+            return full.scope
+
+    with ThreadPoolExecutor(8) as pool:
+        outcomes = list(pool.map(create, range(40)))
+    made = [o for o in outcomes if o not in ("total", "tenant")]
+    assert len(made) == 5 and max(made.count("t0"), made.count("t1")) == 3
+    assert store.active_count() == 5
+    assert store.active_count("t0") + store.active_count("t1") == 5
+
+
+def test_a_finished_job_frees_its_place_under_the_caps(store):
+    caps = Caps(total=10, per_tenant=1)
+    first = store.create(record(), caps)
+    with pytest.raises(Full) as full:
+        store.create(record(), caps)
+    assert full.value.scope == "tenant"
+    store.transition(first.id, {"queued"}, {"state": "cancelled"})
+    assert store.active_count("t1") == 0
+    second = store.create(record(), caps)
+    store.delete(second.id)
+    assert store.create(record(), caps).state == "queued"
+    # A replayed idempotency key is its first job, whatever the caps say now.
+    keyed = store.create(record("k", tenant="t2"), Caps(total=10, per_tenant=1))
+    assert store.create(record("k", tenant="t2"), Caps(total=0)).id == keyed.id
