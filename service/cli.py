@@ -433,6 +433,7 @@ def uvicorn_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         http=head_deadline_protocol(settings.request_head_timeout_s),
         log_config=server_log_config(settings.api_keys, settings.log_format),
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        limit_concurrency=settings.max_connections,
         # uvicorn's default is 16 MiB: the largest frame a preview session may send is enough.
         ws_max_size=settings.preview_max_frame_pixels * 3 + 64,
         ws_ping_interval=WS_PING_S,

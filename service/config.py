@@ -54,6 +54,12 @@ class Settings(BaseSettings):
     # Renders that may wait for a slot before new requests get 503 busy, so uploads do not pile
     # up on disk behind a long queue.
     max_queued_renders: int = Field(default=8, ge=0)
+    # Uploads received at once (renders and exports): a slot is taken before the body is read,
+    # and a request with none free gets 503 busy at once, so the work dir holds at most this
+    # many times max_upload_bytes of uploads in progress.
+    max_concurrent_uploads: int = Field(default=8, ge=1)
+    # Connections the server holds at once (uvicorn's limit_concurrency): more get 503.
+    max_connections: int = Field(default=256, ge=1)
 
     # Live preview (WebSocket /v1/preview, service.preview): one worker thread runs every session.
     preview_max_sessions: int = Field(default=16, ge=1)

@@ -215,8 +215,10 @@ def test_render_failure_exits_with_one_line_and_leaves_no_file(
 
 
 def test_serve_config_bounds_shutdown_and_websockets() -> None:
-    config = cli.uvicorn_config(app=object(), settings=Settings(host="0.0.0.0", port=9001))
+    settings = Settings(host="0.0.0.0", port=9001, max_connections=100)
+    config = cli.uvicorn_config(app=object(), settings=settings)
     assert (config.host, config.port) == ("0.0.0.0", 9001)
+    assert config.limit_concurrency == 100
     assert config.timeout_graceful_shutdown == cli.GRACEFUL_SHUTDOWN_S
     assert config.ws_max_size <= 16 * 1024 * 1024
     assert config.ws_ping_interval and config.ws_ping_timeout

@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.schemas import error_content
-from service.errors import FoleyError, InvalidInput, LimitExceeded
+from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,12 @@ class UploadTooLarge(LimitExceeded):
     code = "upload_too_large"
     # The rest of the body is never read: close the connection rather than leave it unread.
     headers: ClassVar[dict[str, str]] = {"Connection": "close"}
+
+
+class UploadsBusy(Busy):
+    """Every upload slot is taken: refused before the body is read, which is never read."""
+
+    headers: ClassVar[dict[str, str]] = {"Retry-After": "5", "Connection": "close"}
 
 
 class UploadTimeout(InvalidInput):

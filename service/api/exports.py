@@ -126,14 +126,15 @@ async def create_export(
     await anyio.to_thread.run_sync(jobs.check_capacity, tenant)
     receiving = jobs.storage.receiving_dir()
     try:
-        upload = await receive_upload(
-            request,
-            receiving / UPLOAD_NAME,
-            max_bytes=settings.max_upload_bytes,
-            fields=frozenset(ExportParams.model_fields),
-            idle_timeout_s=settings.upload_idle_timeout_s,
-            min_bytes_per_s=settings.upload_min_bytes_per_s,
-        )
+        with state.uploads.take():
+            upload = await receive_upload(
+                request,
+                receiving / UPLOAD_NAME,
+                max_bytes=settings.max_upload_bytes,
+                fields=frozenset(ExportParams.model_fields),
+                idle_timeout_s=settings.upload_idle_timeout_s,
+                min_bytes_per_s=settings.upload_min_bytes_per_s,
+            )
         params = merge_params(query, upload.fields)
         tier = params.tier or settings.export_tier
         check_tier(settings, tier)

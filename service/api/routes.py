@@ -160,13 +160,14 @@ async def foley(
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
     try:
         settings = state.settings
-        upload = await receive_upload(
-            request,
-            workdir / UPLOAD_NAME,
-            max_bytes=settings.max_upload_bytes,
-            idle_timeout_s=settings.upload_idle_timeout_s,
-            min_bytes_per_s=settings.upload_min_bytes_per_s,
-        )
+        with state.uploads.take():
+            upload = await receive_upload(
+                request,
+                workdir / UPLOAD_NAME,
+                max_bytes=settings.max_upload_bytes,
+                idle_timeout_s=settings.upload_idle_timeout_s,
+                min_bytes_per_s=settings.upload_min_bytes_per_s,
+            )
         uploaded = perf_counter()
         params = merge_params(query, upload.fields)
         if params.tier not in (None, engine.tier.name):  # engine_for refuses an unknown one

@@ -13,12 +13,14 @@ and is itself thread-safe (service.cache.base).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import anyio
 from fastapi import Request
 
-from service.api.errors import EngineUnavailable
+from service.api.errors import EngineUnavailable, UploadsBusy
 from service.api.metrics import Metrics
 from service.cache import Cache, NoCache
 from service.config import Settings
@@ -30,6 +32,26 @@ from service.preview.worker import PreviewWorker
 
 
 @dataclass
+class Slots:
+    """A bounded count of things in progress, taken without waiting (event-loop only)."""
+
+    size: int
+    what: str
+    refusal: type[Busy] = Busy
+    used: int = 0
+
+    @contextmanager
+    def take(self) -> Iterator[None]:
+        if self.used >= self.size:
+            raise self.refusal(f"{self.size} {self.what} are already in progress; retry later")
+        self.used += 1
+        try:
+            yield
+        finally:
+            self.used -= 1
+
+
+@dataclass
 class ServiceState:
     settings: Settings
     limiter: anyio.CapacityLimiter
@@ -38,6 +60,7 @@ class ServiceState:
     load_error: str | None = None  # set once if loading failed: never ready
     preview: PreviewWorker | None = None  # started with the first live session
     jobs: JobManager | None = None  # export jobs: set once at startup
+    uploads: Slots = field(default_factory=lambda: Slots(8, "uploads", UploadsBusy))  # received
     loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
     metrics: Metrics = field(default_factory=Metrics)
     _others: dict[str, Engine] = field(default_factory=dict)

@@ -24,6 +24,7 @@ from tests.api.conftest import (
     wait_ready,
     wait_until,
 )
+from tests.conftest import uvicorn_server
 
 BOUNDARY = "foley-test-boundary"
 MULTIPART = f"multipart/form-data; boundary={BOUNDARY}"
@@ -242,3 +243,42 @@ def test_a_render_stops_when_its_client_goes_away(
     time.sleep(0.2)
     assert engine.windows_run == stopped < engine.windows  # stopped within one window
     assert "client_disconnected" in caplog.text or "went away" in caplog.text
+
+
+def test_uploads_past_the_slots_are_refused_before_their_body(
+    settings: Settings, engine: RecordingEngine, work_dir: Path
+) -> None:
+    app = create_app(
+        settings.model_copy(update={"max_concurrent_uploads": 2}), engine_loader=lambda _: engine
+    )
+    head = multipart_head()
+    request = (
+        f"POST /v1/foley HTTP/1.1\r\nHost: test\r\nContent-Type: {MULTIPART}\r\n"
+        f"Content-Length: {len(head) + 1000 + len(multipart_tail())}\r\n\r\n"
+    ).encode() + head
+
+    def connect(port: int) -> socket.socket:
+        return socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    with uvicorn_server(app) as port:
+        ready = b"GET /readyz HTTP/1.1\r\nHost: test\r\nConnection: close\r\n\r\n"
+        wait_until(lambda: raw_exchange(lambda: connect(port), ready)[0] == 200, 10, "ready")
+        holding = [connect(port) for _ in range(2)]
+        for sock in holding:  # two uploads under way, their bodies not finished
+            sock.sendall(request)
+        wait_until(lambda: len(files_under(work_dir)) == 2, 10, "two uploads begun")
+        started = time.monotonic()
+        status, headers, body = raw_exchange(lambda: connect(port), request)
+        assert status == 503 and json.loads(body)["error"]["code"] == "busy"
+        assert headers["retry-after"] and time.monotonic() - started < 2  # at once
+        assert len(files_under(work_dir)) == 2  # nothing of the refused one was kept
+        for sock in holding:
+            sock.sendall(b"x" * 1000 + multipart_tail())
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200")
+            sock.close()
+        body = multipart_head() + b"video" + multipart_tail()
+        again = (
+            f"POST /v1/foley HTTP/1.1\r\nHost: test\r\nContent-Type: {MULTIPART}\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        ).encode() + body
+        assert raw_exchange(lambda: connect(port), again)[0] == 200  # the slots came back

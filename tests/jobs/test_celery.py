@@ -17,13 +17,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from engines.eval.sync import read_audio
+from service.api import create_app
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
 from tests.conftest import wait_until
-from tests.jobs.conftest import finished, submit, wait_for
+from tests.jobs.conftest import StubEngine, finished, submit, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -131,9 +133,18 @@ def test_queued_jobs_survive_a_broker_restart(api, broker, workers, clip_factory
     assert all(j["attempts"] == 1 for j in jobs)
 
 
-def test_fifty_concurrent_submissions_all_complete_once(api, workers, clip_factory, storage):
+def test_fifty_concurrent_submissions_all_complete_once(
+    job_settings, workers, clip_factory, storage
+):
     workers.start()
     workers.start()
+    # Sixteen at once: the queue is under test here, not the upload slots.
+    settings = job_settings.model_copy(update={"max_concurrent_uploads": 16})
+    with TestClient(create_app(settings, engine_loader=lambda s: StubEngine())) as api:
+        _fifty_submissions(api, clip_factory, storage)
+
+
+def _fifty_submissions(api, clip_factory, storage) -> None:
     clips = [clip_factory(30, variant) for variant in range(3)]
     # 20 requests share 5 idempotency keys (4 each), as retries of one request would; 30 are
     # unique. So 35 jobs.
