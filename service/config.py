@@ -67,7 +67,11 @@ class Settings(BaseSettings):
     preview_batch_window_ms: float = Field(default=2.0, ge=0)
     preview_queue_frames: int = Field(default=8, ge=1)  # frames waiting per session
     preview_send_queue: int = Field(default=64, ge=1)  # messages waiting for a slow reader
+    # A session is idle, and closed, when its frames' timestamps advance less than a second in
+    # this long (a client that sends a frame now and then does not hold a slot).
     preview_idle_timeout_s: float = Field(default=30.0, gt=0)
+    # With API keys, the share of preview_max_sessions one key may hold (more: `key_busy`).
+    preview_key_share: float = Field(default=0.5, gt=0.0, le=1.0)
     preview_max_frame_pixels: int = Field(default=1920 * 1080, gt=0)
     # Who may connect: API keys (none = open) and browser origins besides the service's own.
     api_keys: list[str] = Field(default_factory=list)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +26,7 @@ from fastapi.responses import FileResponse
 from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from service.api.auth import valid_key
+from service.api.auth import tenant_of, valid_key
 from service.api.errors import validation_reason
 from service.api.metrics import LATE_S, Metrics
 from service.api.state import ServiceState
@@ -42,6 +43,7 @@ from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, Prev
 logger = logging.getLogger(__name__)
 router = APIRouter()
 STATS_EVERY_S = 1.0
+MEDIA_PROGRESS_S = 1.0  # of frame time: what keeps a session from being idle
 MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 2 of them the code
 STATIC = Path(__file__).resolve().parent / "static" / "preview"
 
@@ -73,6 +75,7 @@ async def preview(ws: WebSocket) -> None:
     await ws.accept()
     session: Session | None = None
     worker: PreviewWorker | None = None
+    held: str | None = None  # the tenant whose session slot this connection holds
     try:
         config = await _receive_config(ws, state)
         keys = state.settings.api_keys
@@ -82,12 +85,15 @@ async def preview(ws: WebSocket) -> None:
                 "a valid API key is required (x-api-key header, or api_key in the config)",
                 p.CLOSE_POLICY,
             )
+        tenant = _tenant(ws, config, keys)
         try:
             worker = state.preview_worker()
         except FoleyError as exc:
             raise _Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
         outbox: asyncio.Queue[Output] = asyncio.Queue(maxsize=state.settings.preview_send_queue)
         overflow = asyncio.Event()
+        _take_tenant_slot(state, tenant)
+        held = tenant
         try:
             session = worker.open(config, _deliverer(outbox, overflow))
         except Full as exc:
@@ -108,6 +114,8 @@ async def preview(ws: WebSocket) -> None:
         if worker is not None and session is not None:
             worker.close(session)
             metrics.preview_open.dec()
+        if held is not None:
+            state.preview_tenants[held] -= 1
 
 
 def _internal(session: str | None) -> _Close:
@@ -115,6 +123,28 @@ def _internal(session: str | None) -> _Close:
     and a close, never a dropped connection."""
     logger.exception("preview session %s failed", session or "-")
     return _Close("internal", "the service failed on this session", p.CLOSE_INTERNAL)
+
+
+def _tenant(ws: WebSocket, config: p.SessionConfig, keys: list[str]) -> str:
+    """The session's tenant, from the key it was let in with (header, else config)."""
+    key = ws.headers.get("x-api-key", config.api_key or "")
+    return tenant_of({"x-api-key": key}, keys)
+
+
+def _take_tenant_slot(state: ServiceState, tenant: str) -> None:
+    """With API keys, one key holds at most its share of the sessions (the event loop's own
+    count: no lock needed)."""
+    settings = state.settings
+    held = state.preview_tenants.get(tenant, 0)
+    if settings.api_keys:
+        share = max(1, math.floor(settings.preview_max_sessions * settings.preview_key_share))
+        if held >= share:
+            raise _Close(
+                "key_busy",
+                f"this API key holds {share} live sessions, its share; close one first",
+                p.CLOSE_BUSY,
+            )
+    state.preview_tenants[tenant] = held + 1
 
 
 def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
@@ -248,11 +278,16 @@ async def _receive(
 ) -> None:
     """Frames to the worker until the client's end message; then waits (the sender finishes)."""
     limit = _max_frame_bytes(state)
+    idle_s = state.settings.preview_idle_timeout_s
+    deadline = time.monotonic() + idle_s
+    progressed_at: float | None = None  # the timestamp media time last advanced a second from
     while True:
-        with anyio.move_on_after(state.settings.preview_idle_timeout_s) as idle:
+        with anyio.move_on_after(deadline - time.monotonic()) as idle:
             message = await ws.receive()
         if idle.cancelled_caught:
-            raise _Close("idle", "no frame within the idle timeout", p.CLOSE_IDLE)
+            raise _Close(
+                "idle", f"the frames' time did not advance a second in {idle_s:g} s", p.CLOSE_IDLE
+            )
         if message["type"] == "websocket.disconnect":
             raise WebSocketDisconnect(message.get("code", 1000))
         received = time.perf_counter()
@@ -280,6 +315,8 @@ async def _receive(
                 worker.submit(session, frame, received)
             except Full as exc:
                 raise _Close("overloaded", str(exc), p.CLOSE_BUSY) from None
+            if progressed_at is None or frame.pts_s >= progressed_at + MEDIA_PROGRESS_S:
+                progressed_at, deadline = frame.pts_s, time.monotonic() + idle_s
             continue
         try:
             control = p.ClientMessage.validate_json(message.get("text") or "")

@@ -59,6 +59,7 @@ class ServiceState:
     engine: Engine | None = None  # set once, after load and warmup
     load_error: str | None = None  # set once if loading failed: never ready
     preview: PreviewWorker | None = None  # started with the first live session
+    preview_tenants: dict[str, int] = field(default_factory=dict)  # live sessions per tenant
     jobs: JobManager | None = None  # export jobs: set once at startup
     uploads: Slots = field(default_factory=lambda: Slots(8, "uploads", UploadsBusy))  # received
     loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
@@ -491,3 +492,49 @@ def test_a_fault_of_the_service_ends_the_session_with_a_code(client, monkeypatch
         assert _error(ws)["code"] == "internal"
         assert _close_code(ws) == p.CLOSE_INTERNAL
     assert client.get("/healthz").status_code == 200
+
+
+def test_frames_whose_time_does_not_advance_do_not_hold_a_session(frames_engine) -> None:
+    black = b"\x00" * 96 * 96 * 3
+    with _client(frames_engine, preview_idle_timeout_s=0.6) as c:
+        wait_ready(c, timeout=60)
+        with c.websocket_connect("/v1/preview") as ws:  # frames 0.35 s apart, 1 ms of time
+            ws.send_text(_config())
+            ws.receive_text()
+            for k in range(3):
+                ws.send_bytes(p.pack_frame(k, k * 0.001, black))
+                time.sleep(0.35)
+            ws.send_text(json.dumps({"type": "end"}))
+            while (message := ws.receive()).get("bytes") is not None:
+                pass
+            error = json.loads(message["text"])
+            assert error["code"] == "idle" and "did not advance" in error["reason"]
+            assert _close_code(ws) == p.CLOSE_IDLE
+        with c.websocket_connect("/v1/preview") as ws:  # the same pace in real time: served
+            ws.send_text(_config())
+            ws.receive_text()
+            assert _stream(ws, [(k * 0.35, black) for k in range(4)]).of("end")
+
+
+def test_one_key_holds_at_most_its_share_of_the_sessions(frames_engine) -> None:
+    keys = {"api_keys": ["alice", "bob"], "preview_max_sessions": 4}
+    with _client(frames_engine, **keys) as c:
+        wait_ready(c, timeout=60)
+        alice, bob = {"x-api-key": "alice"}, {"x-api-key": "bob"}
+        with (
+            c.websocket_connect("/v1/preview", headers=alice) as first,
+            c.websocket_connect("/v1/preview", headers=alice) as second,
+        ):
+            for ws in (first, second):
+                ws.send_text(_config())
+                assert json.loads(ws.receive_text())["type"] == "ready"
+            with c.websocket_connect("/v1/preview") as third:  # alice's key in the config
+                third.send_text(_config(api_key="alice"))
+                assert _error(third)["code"] == "key_busy"
+                assert _close_code(third) == p.CLOSE_BUSY
+            with c.websocket_connect("/v1/preview", headers=bob) as other:
+                other.send_text(_config())
+                assert json.loads(other.receive_text())["type"] == "ready"
+        with c.websocket_connect("/v1/preview", headers=alice) as again:  # slots given back
+            again.send_text(_config())
+            assert json.loads(again.receive_text())["type"] == "ready"
