@@ -65,7 +65,14 @@ class Settings(BaseSettings):
     preview_max_sessions: int = Field(default=16, ge=1)
     # How long the worker waits after a frame for other sessions' frames to batch with it.
     preview_batch_window_ms: float = Field(default=2.0, ge=0)
-    preview_queue_frames: int = Field(default=8, ge=1)  # frames waiting per session
+    # Frames waiting per session: past this the session's socket is not read (the client is
+    # slowed, not closed) until the worker catches up.
+    preview_queue_frames: int = Field(default=8, ge=1)
+    # Audio a session may have made for it: its frames' time may run ahead of the wall clock at
+    # most this fast, after a burst of preview_burst_s (frames 5 s apart sent at once would make
+    # the shared worker render minutes of audio per second). Past it: `over_budget`.
+    preview_max_speed: float = Field(default=4.0, gt=0)
+    preview_burst_s: float = Field(default=10.0, gt=0)
     preview_send_queue: int = Field(default=64, ge=1)  # messages waiting for a slow reader
     # A session is idle, and closed, when its frames' timestamps advance less than a second in
     # this long (a client that sends a frame now and then does not hold a slot).

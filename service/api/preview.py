@@ -44,6 +44,7 @@ logger = logging.getLogger(__name__)
 router = APIRouter()
 STATS_EVERY_S = 1.0
 MEDIA_PROGRESS_S = 1.0  # of frame time: what keeps a session from being idle
+BACKPRESSURE_POLL_S = 0.005  # how often a full session's queue is looked at again
 MAX_CLOSE_REASON_BYTES = 123  # RFC 6455: a close frame's payload is 125 bytes, 2 of them the code
 STATIC = Path(__file__).resolve().parent / "static" / "preview"
 
@@ -278,7 +279,9 @@ async def _receive(
 ) -> None:
     """Frames to the worker until the client's end message; then waits (the sender finishes)."""
     limit = _max_frame_bytes(state)
-    idle_s = state.settings.preview_idle_timeout_s
+    settings = state.settings
+    idle_s = settings.preview_idle_timeout_s
+    budget = MediaBudget(settings.preview_max_speed, settings.preview_burst_s)
     deadline = time.monotonic() + idle_s
     progressed_at: float | None = None  # the timestamp media time last advanced a second from
     while True:
@@ -311,10 +314,14 @@ async def _receive(
                         "bad_frame", f"frame {frame.index}: {exc}", p.CLOSE_BAD_INPUT
                     ) from None
                 frame = dataclasses.replace(frame, decoded=rgb)
-            try:
-                worker.submit(session, frame, received)
-            except Full as exc:
-                raise _Close("overloaded", str(exc), p.CLOSE_BUSY) from None
+            if not budget.spend(frame.pts_s):
+                raise _Close(
+                    "over_budget",
+                    f"the frames' time runs ahead of real time faster than "
+                    f"{budget.rate:g}x (after {budget.burst_s:g} s)",
+                    p.CLOSE_BUSY,
+                )
+            await _submit(worker, session, frame, received, idle_s)
             if progressed_at is None or frame.pts_s >= progressed_at + MEDIA_PROGRESS_S:
                 progressed_at, deadline = frame.pts_s, time.monotonic() + idle_s
             continue
@@ -326,6 +333,43 @@ async def _receive(
             worker.end(session)
             await anyio.sleep_forever()  # the sender ends the connection once flushed
         raise _Close("bad_message", "the config was already given", p.CLOSE_POLICY)
+
+
+async def _submit(
+    worker: PreviewWorker, session: Session, frame: p.FrameMessage, received: float, wait_s: float
+) -> None:
+    """The frame to the worker; while the session's queue is full, the socket is not read (the
+    client is slowed: TCP pushes back), for at most `wait_s`."""
+    waited_from = time.monotonic()
+    while True:
+        try:
+            worker.submit(session, frame, received)
+            return
+        except Full as exc:
+            if time.monotonic() - waited_from > wait_s:
+                raise _Close("overloaded", str(exc), p.CLOSE_BUSY) from None
+        await anyio.sleep(BACKPRESSURE_POLL_S)
+
+
+class MediaBudget:
+    """A token bucket of frame time: each frame spends the time since the frame before; the
+    bucket refills at `rate` seconds per wall second, up to `burst_s`."""
+
+    def __init__(self, rate: float, burst_s: float) -> None:
+        self.rate, self.burst_s = rate, burst_s
+        self.left = burst_s
+        self._last_pts: float | None = None
+        self._last_wall = time.monotonic()
+
+    def spend(self, pts_s: float) -> bool:
+        now = time.monotonic()
+        self.left = min(self.burst_s, self.left + (now - self._last_wall) * self.rate)
+        self._last_wall = now
+        step = 0.0 if self._last_pts is None else max(0.0, pts_s - self._last_pts)
+        step = min(step, p.MAX_FRAME_GAP_S)  # a longer gap is the worker's `frame_gap`
+        self._last_pts = pts_s
+        self.left -= step
+        return self.left >= 0.0
 
 
 async def _send(

@@ -236,18 +236,43 @@ def test_an_idle_session_is_closed(frames_engine) -> None:
             assert _close_code(ws) == p.CLOSE_IDLE
 
 
-def test_a_client_that_sends_faster_than_the_worker_is_told(frames_engine) -> None:
-    with _client(frames_engine, preview_queue_frames=2, preview_batch_window_ms=500) as c:
+def test_a_burst_of_frames_is_slowed_not_closed(frames_engine) -> None:
+    """Frames sent faster than the worker takes them: the socket is not read while the
+    session's queue is full (the client waits on TCP), and every frame is served."""
+    with _client(frames_engine, preview_queue_frames=2, preview_batch_window_ms=50) as c:
         wait_ready(c, timeout=60)
         with c.websocket_connect("/v1/preview") as ws:
             ws.send_text(_config())
             ws.receive_text()
             for i in range(10):
                 ws.send_bytes(p.pack_frame(i, i / 30, b"\x00" * 96 * 96 * 3))
-            while (message := ws.receive()).get("bytes") is not None:
+            ws.send_text(json.dumps({"type": "end"}))
+            got = Received()
+            while not (isinstance(e := got.take(ws), dict) and e["type"] == "end"):
                 pass
-            assert json.loads(message["text"])["code"] == "overloaded"
-            assert _close_code(ws) == p.CLOSE_BUSY
+            assert e["frames"] == 10
+
+
+def test_a_session_whose_time_runs_ahead_is_the_one_refused(frames_engine) -> None:
+    """Frames 4.99 s apart sent at once ask the shared worker for minutes of audio a second:
+    that session is closed with its own code, and an honest one beside it goes on."""
+    black = b"\x00" * 96 * 96 * 3
+    with _client(frames_engine) as c:
+        wait_ready(c, timeout=60)
+        with (
+            c.websocket_connect("/v1/preview") as greedy,
+            c.websocket_connect("/v1/preview") as honest,
+        ):
+            for ws in (greedy, honest):
+                ws.send_text(_config())
+                ws.receive_text()
+            for i in range(6):
+                greedy.send_bytes(p.pack_frame(i, i * 4.99, black))
+            while (message := greedy.receive()).get("bytes") is not None:
+                pass
+            error = json.loads(message["text"])
+            assert error["code"] == "over_budget" and _close_code(greedy) == p.CLOSE_BUSY
+            assert _stream(honest, [(k / 30, black) for k in range(10)]).of("end")
 
 
 def test_a_stream_at_the_offline_gain_is_as_loud_as_the_export(
