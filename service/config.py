@@ -127,6 +127,10 @@ class Settings(BaseSettings):
     export_soft_time_limit_s: float = Field(default=3600.0, gt=0)
     export_time_limit_s: float = Field(default=3900.0, gt=0)
     export_max_attempts: int = Field(default=3, ge=1)  # starts of one job, lost workers included
+    # A running job's record is touched after every window it renders; one untouched this long
+    # lost its worker (a killed `foley worker`, whose message Redis would hold back for the
+    # visibility timeout) and goes back to the queue, its start counted.
+    export_lease_s: float = Field(default=120.0, gt=0)
     # A worker told to stop (SIGTERM: a deploy, a scale-down) lets running renders finish for
     # this long, then hands them back to the queue at once (not after the visibility timeout).
     export_shutdown_grace_s: float = Field(default=30.0, ge=0)

@@ -137,10 +137,12 @@ def _lifespan(
 
 
 async def _sweep_jobs(jobs: JobManager) -> None:
-    """Remove expired results and abandoned uploads now and then."""
+    """Remove expired results and abandoned uploads now and then, and put the jobs of lost
+    workers back in the queue."""
     while True:
         try:
             await anyio.to_thread.run_sync(jobs.sweep, abandon_on_cancel=True)
+            await anyio.to_thread.run_sync(jobs.reap, abandon_on_cancel=True)
         except Exception:
             logger.exception("sweeping expired export jobs failed")
         await anyio.sleep(JOB_SWEEP_INTERVAL_S)

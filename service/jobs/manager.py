@@ -12,6 +12,7 @@ import functools
 import logging
 import math
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -207,6 +208,35 @@ class JobManager:
 
     def sweep(self) -> int:
         return self.storage.sweep(self.store)
+
+    @_store_errors
+    def reap(self, now: float | None = None) -> list[str]:
+        """Running jobs whose attempt showed no sign of life for `export_lease_s` go back to
+        the queue (a compare-and-set on that attempt: a late worker that wakes finds its job
+        gone and stops); their start stays counted, so a job that kills every worker still
+        ends `worker_lost`. -> the ids requeued."""
+        now = time.time() if now is None else now
+        lease = self.settings.export_lease_s
+        requeued = []
+        for job_id in self.store.active_ids():
+            record = self.store.get(job_id)
+            if record is None or record.state != "running":
+                continue
+            seen = record.heartbeat_at or record.started_at or record.created_at
+            if now - seen <= lease:
+                continue
+            back = self.store.transition(
+                job_id, {"running"}, {"state": "queued", "worker": None}, attempts=record.attempts
+            )
+            if back is None:
+                continue
+            log.warning(
+                "job %s: no sign of life from %s for %.0f s; back in the queue",
+                job_id, record.worker, now - seen,
+            )  # fmt: skip
+            self.queue.submit(job_id)
+            requeued.append(job_id)
+        return requeued
 
     def close(self) -> None:
         self.queue.close()

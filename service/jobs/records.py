@@ -55,6 +55,7 @@ class JobRecord:
     cancel_requested: bool = False
     created_at: float = field(default_factory=time.time)  # unix seconds
     started_at: float | None = None
+    heartbeat_at: float | None = None  # unix seconds: the running attempt's last sign of life
     finished_at: float | None = None
     expires_at: float | None = None  # set when finished: record and result go after this
     worker: str | None = None  # host:pid of the process running it (for operators and tests)

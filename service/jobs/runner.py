@@ -97,6 +97,7 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
             "state": "running",
             "attempts": record.attempts + 1,
             "started_at": time.time(),
+            "heartbeat_at": time.time(),
             "worker": ctx.worker,
             "progress": 0.0,
         },
@@ -181,7 +182,10 @@ def _progress(ctx: JobContext, record: JobRecord, deadline: float) -> Callable[[
 
     def report(fraction: float) -> None:
         now = ctx.store.transition(
-            record.id, {"running"}, {"progress": round(fraction, 4)}, attempts=record.attempts
+            record.id,
+            {"running"},
+            {"progress": round(fraction, 4), "heartbeat_at": time.time()},
+            attempts=record.attempts,
         )
         if now is None:  # no longer this attempt's job: stop without touching it
             raise _Stop("lost")

@@ -82,6 +82,10 @@ class JobStore(Protocol):
         """Jobs queued or running (the tenant's, when given)."""
         ...
 
+    def active_ids(self) -> list[str]:
+        """The ids of the jobs queued or running."""
+        ...
+
     def healthy(self) -> bool:
         """Answering now (quickly: for /readyz)."""
         ...
@@ -154,6 +158,10 @@ class MemoryJobStore:
             if slot is not None and self._keys.get(slot) == job_id:
                 del self._keys[slot]
             return item[0]
+
+    def active_ids(self) -> list[str]:
+        with self._lock:
+            return [i for i, (record, _) in self._records.items() if record.state in ACTIVE]
 
     def active_count(self, tenant: str | None = None) -> int:
         with self._lock:
@@ -334,6 +342,9 @@ class RedisJobStore:
         if not raw:
             return None
         return _record(dict(zip(raw[::2], raw[1::2], strict=True)))
+
+    def active_ids(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(self._active))
 
     def active_count(self, tenant: str | None = None) -> int:
         return int(

@@ -11,6 +11,7 @@ import hashlib
 import os
 import signal
 import threading
+import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -267,3 +268,26 @@ def test_a_stopped_worker_hands_its_running_job_back_at_once(
     files_become(storage, job_id, ["markers.json", "result.wav"])
     track = result_track(api, job_id, tmp_path)
     assert np.abs(track - reference_track(reference_engine, clip, tmp_path)).max() <= 2 / 32768
+
+
+def test_a_killed_worker_s_job_goes_back_to_the_queue_after_its_lease(
+    job_settings, workers, clip_factory, storage
+):
+    """The whole `foley worker` killed (its message is unacked until the visibility timeout,
+    over an hour): the job's lease runs out and the sweep hands it to the next worker."""
+    settings = job_settings.model_copy(update={"export_lease_s": 2.0})
+    with TestClient(create_app(settings, engine_loader=lambda s: StubEngine())) as api:
+        first = workers.start()
+        job_id = submit(api, clip_factory(1800)).json()["id"]
+        wait_for(api, job_id, lambda j: j["state"] == "running" and j["progress"] > 0)
+        os.killpg(first.pid, signal.SIGKILL)
+        jobs = api.app.state.foley.jobs
+        assert jobs.reap() == []  # within its lease: still its worker's
+        killed_at = time.monotonic()
+        first.wait()
+        workers.start()
+        time.sleep(max(0.0, killed_at + 2.5 - time.monotonic()))
+        assert jobs.reap() == [job_id]
+        job = wait_for(api, job_id, finished, timeout_s=120)
+        assert (job["state"], job["attempts"]) == ("succeeded", 2)
+        files_become(storage, job_id, ["markers.json", "result.wav"])

@@ -12,6 +12,7 @@ import redis
 
 from service.config import Settings
 from service.errors import DeviceOutOfMemory
+from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.jobs.runner import JobContext, TransientJobError, give_up, run_job
 from service.jobs.storage import JobStorage
@@ -120,3 +121,52 @@ def test_the_sweep_removes_expired_results_and_orphans_only(ctx):
     assert not ctx.storage.job_dir(done).exists() and not orphan.exists()
     assert ctx.storage.input_path(waiting).exists()  # an active job keeps its files
     assert fresh.exists()  # no record yet, but too new to be an orphan
+
+
+class _Queue:
+    name = "test"
+
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+
+    def submit(self, job_id: str) -> None:
+        self.submitted.append(job_id)
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_running_job_that_shows_no_life_for_its_lease_goes_back_to_the_queue(ctx):
+    queue = _Queue()
+    manager = JobManager(ctx.settings, ctx.store, ctx.storage, queue)
+    lost, alive, waiting = queued(ctx), queued(ctx), queued(ctx)
+    now = time.time()
+    lease = ctx.settings.export_lease_s
+    for job_id, seen in ((lost, now - lease - 1), (alive, now - lease / 2)):
+        ctx.store.transition(
+            job_id, {"queued"}, {"state": "running", "attempts": 1, "heartbeat_at": seen}
+        )
+    assert manager.reap(now) == [lost]
+    assert queue.submitted == [lost]
+    back = ctx.store.get(lost)
+    assert (back.state, back.attempts, back.worker) == ("queued", 1, None)  # its start counted
+    assert ctx.store.get(alive).state == "running" and ctx.store.get(waiting).state == "queued"
+    # Delivered again, it runs to the end as its second attempt.
+    assert run_job(ctx, lost).state == "succeeded" and ctx.store.get(lost).attempts == 2
+
+
+def test_each_window_an_attempt_renders_is_a_sign_of_life(ctx, engine):
+    job_id = queued(ctx)
+    beats: list[float] = []
+    report = engine.render
+
+    def render(input_path, output_path, options, progress=None):
+        def beat(fraction: float) -> None:
+            progress(fraction)
+            beats.append(ctx.store.get(job_id).heartbeat_at)
+
+        return report(input_path, output_path, options, beat)
+
+    engine.render = render
+    assert run_job(ctx, job_id).state == "succeeded"
+    assert len(beats) == 10 and beats == sorted(beats) and beats[-1] > beats[0]

@@ -32,7 +32,7 @@ def test_a_record_round_trips(store):
     assert store.create(r) == r
     assert store.get(r.id) == r
     assert store.get(new_job_id()) is None
-    assert store.active_count() == 1
+    assert store.active_count() == 1 and store.active_ids() == [r.id]
 
 
 def test_an_idempotency_key_makes_one_job_per_tenant(store):
