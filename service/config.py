@@ -74,6 +74,7 @@ class Settings(BaseSettings):
     preview_max_speed: float = Field(default=4.0, gt=0)
     preview_burst_s: float = Field(default=10.0, gt=0)
     preview_send_queue: int = Field(default=64, ge=1)  # messages waiting for a slow reader
+    preview_send_queue_bytes: int = Field(default=8 * 2**20, ge=1)  # and their audio's bytes
     # A session is idle, and closed, when its frames' timestamps advance less than a second in
     # this long (a client that sends a frame now and then does not hold a slot).
     preview_idle_timeout_s: float = Field(default=30.0, gt=0)

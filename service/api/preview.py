@@ -91,18 +91,17 @@ async def preview(ws: WebSocket) -> None:
             worker = state.preview_worker()
         except FoleyError as exc:
             raise _Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
-        outbox: asyncio.Queue[Output] = asyncio.Queue(maxsize=state.settings.preview_send_queue)
-        overflow = asyncio.Event()
+        outbox = Outbox(state.settings.preview_send_queue, state.settings.preview_send_queue_bytes)
         _take_tenant_slot(state, tenant)
         held = tenant
         try:
-            session = worker.open(config, _deliverer(outbox, overflow))
+            session = worker.open(config, _deliverer(outbox))
         except Full as exc:
             raise _Close("busy", str(exc), p.CLOSE_BUSY) from None
         await ws.send_text(_ready(state, worker, session).model_dump_json())
         metrics.preview_sessions.labels("opened").inc()
         metrics.preview_open.inc()
-        await _serve(ws, state, worker, session, outbox, overflow)
+        await _serve(ws, state, worker, session, outbox)
     except _Close as close:
         if session is None:
             metrics.preview_sessions.labels(close.code).inc()
@@ -228,17 +227,38 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
     )
 
 
-def _deliverer(outbox: asyncio.Queue[Output], overflow: asyncio.Event) -> Callable[[Output], None]:
+class Outbox:
+    """What the worker made for one socket and the socket has not sent yet, bounded in messages
+    and in bytes of audio (one message of a long gap's audio is megabytes): past either, the
+    client is not reading what it asked for and `overflow` is set."""
+
+    def __init__(self, messages: int, max_bytes: int) -> None:
+        self.queue: asyncio.Queue[Output] = asyncio.Queue(maxsize=messages)
+        self.max_bytes, self.bytes = max_bytes, 0
+        self.overflow = asyncio.Event()
+
+    def put(self, item: Output) -> None:
+        size = _size(item)
+        if self.bytes + size > self.max_bytes or self.queue.full():
+            self.overflow.set()
+            return
+        self.queue.put_nowait(item)
+        self.bytes += size
+
+    async def get(self) -> Output:
+        item = await self.queue.get()
+        self.bytes -= _size(item)
+        return item
+
+
+def _size(item: Output) -> int:
+    return item.samples.nbytes if isinstance(item, AudioOut) else 0
+
+
+def _deliverer(outbox: Outbox) -> Callable[[Output], None]:
     """The worker thread's callback: post to the event loop, never block the worker."""
     loop = asyncio.get_running_loop()
-
-    def put(item: Output) -> None:
-        try:
-            outbox.put_nowait(item)
-        except asyncio.QueueFull:
-            overflow.set()
-
-    return lambda item: loop.call_soon_threadsafe(put, item)
+    return lambda item: loop.call_soon_threadsafe(outbox.put, item)
 
 
 async def _serve(
@@ -246,8 +266,7 @@ async def _serve(
     state: ServiceState,
     worker: PreviewWorker,
     session: Session,
-    outbox: asyncio.Queue[Output],
-    overflow: asyncio.Event,
+    outbox: Outbox,
 ) -> None:
     outcome: list[_Close] = []
 
@@ -261,7 +280,7 @@ async def _serve(
         tasks.cancel_scope.cancel()
 
     async def watchdog() -> None:
-        await overflow.wait()
+        await outbox.overflow.wait()
         raise _Close(
             "slow_reader", "the client is not reading the audio it asked for", p.CLOSE_SLOW_READER
         )
@@ -372,9 +391,7 @@ class MediaBudget:
         return self.left >= 0.0
 
 
-async def _send(
-    ws: WebSocket, session: Session, outbox: asyncio.Queue[Output], metrics: Metrics
-) -> None:
+async def _send(ws: WebSocket, session: Session, outbox: Outbox, metrics: Metrics) -> None:
     rate = session.config.sample_rate
     stats = _Stats()
     while True:

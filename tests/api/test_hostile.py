@@ -33,6 +33,7 @@ pytestmark = pytest.mark.slow
 
 # Growth of the server's peak RSS a case may cause, over what it held before the case. The
 # review's cases took it up by 0.4 to 3 GB; a bounded chunk of audio or one frame is megabytes.
+KEPT_BYTES = 64 * 2**20  # what a render may leave in the server's memory
 PEAK_GROWTH_BYTES = 150 * 2**20
 BLACK = b"\x00" * 96 * 96 * 3
 
@@ -200,3 +201,4 @@ def test_ten_minutes_between_two_frames_is_silence_in_bounded_memory(
         stream = wav.streams.audio[0]
         assert stream.duration * stream.time_base == pytest.approx(600.0, abs=0.1)
     assert server.status("VmHWM") - before < PEAK_GROWTH_BYTES
+    assert server.status("VmRSS") - before < KEPT_BYTES  # and given back after

@@ -104,14 +104,13 @@ def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None
     state = type("State", (), {"settings": settings, "metrics": Metrics()})()
 
     async def run() -> transport._Close:
-        outbox: asyncio.Queue = asyncio.Queue(maxsize=settings.preview_send_queue)
-        overflow = asyncio.Event()
-        session = worker.open(CONFIG, transport._deliverer(outbox, overflow))
+        outbox = transport.Outbox(settings.preview_send_queue, settings.preview_send_queue_bytes)
+        session = worker.open(CONFIG, transport._deliverer(outbox))
         ws = _DeafClient()
         with pytest.raises(transport._Close) as closed:
             with anyio.fail_after(20):
-                await transport._serve(ws, state, worker, session, outbox, overflow)
-        assert outbox.qsize() <= settings.preview_send_queue
+                await transport._serve(ws, state, worker, session, outbox)
+        assert outbox.queue.qsize() <= settings.preview_send_queue
         assert ws.sent_frames < 100  # closed within a few frames of the outbox filling
         return closed.value
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 
+import anyio
 import av
 import numpy as np
 import pytest
@@ -16,7 +17,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from engines.eval.sync import read_audio
 from service.api import create_app
-from service.api.preview import MAX_CLOSE_REASON_BYTES, close_reason, onset_message
+from service.api.preview import MAX_CLOSE_REASON_BYTES, Outbox, close_reason, onset_message
 from service.config import Settings
 from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
@@ -24,6 +25,7 @@ from service.media.loudness import CEILING_DBTP, measure
 from service.pipeline.types import ContactMarker, RenderOptions
 from service.preview import protocol as p
 from service.preview.runners import LiveOnset
+from service.preview.worker import AudioOut
 from tests.api.conftest import wait_ready
 from tests.preview.jpegs import declaring, jpeg
 from tests.preview.levels import at_live_level
@@ -563,3 +565,22 @@ def test_one_key_holds_at_most_its_share_of_the_sessions(frames_engine) -> None:
         with c.websocket_connect("/v1/preview", headers=alice) as again:  # slots given back
             again.send_text(_config())
             assert json.loads(again.receive_text())["type"] == "ready"
+
+
+def test_the_outbox_is_bounded_in_bytes_of_audio_too() -> None:
+    async def run() -> None:
+        outbox = Outbox(messages=64, max_bytes=3 * 4000)
+
+        def audio(start: int) -> AudioOut:
+            return AudioOut(start, np.zeros(1000, np.float32), [], 0.0, 0.0, 1)
+
+        outbox.put(audio(0))
+        outbox.put(audio(1000))
+        outbox.put(audio(2000))
+        assert not outbox.overflow.is_set() and outbox.bytes == 12000
+        assert (await outbox.get()).start == 0 and outbox.bytes == 8000
+        outbox.put(audio(3000))
+        outbox.put(audio(4000))  # a fifth 4 kB with 12 kB waiting: the reader is behind
+        assert outbox.overflow.is_set() and outbox.bytes == 12000
+
+    anyio.run(run)
