@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     # and a request with none free gets 503 busy at once, so the work dir holds at most this
     # many times max_upload_bytes of uploads in progress.
     max_concurrent_uploads: int = Field(default=8, ge=1)
+    # Seconds of video the renders running and waiting may add up to, as their files declare
+    # (a 12 KB file whose frames span hours is hours of work): past it, 503 busy; one render of
+    # any length is always let in, alone.
+    max_rendering_video_s: float = Field(default=3600.0, gt=0)
     # Connections the server holds at once (uvicorn's limit_concurrency): more get 503.
     max_connections: int = Field(default=256, ge=1)
 

@@ -22,7 +22,7 @@ from service.api.metrics import install as install_metrics
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
-from service.api.state import ServiceState, Slots
+from service.api.state import Allowance, ServiceState
 from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
@@ -113,7 +113,8 @@ def _lifespan(
             anyio.CapacityLimiter(settings.max_concurrent_renders),
             cache if cache is not None else create_cache(settings),
             metrics=metrics,
-            uploads=Slots(settings.max_concurrent_uploads, "uploads", UploadsBusy),
+            uploads=Allowance(settings.max_concurrent_uploads, "uploads", UploadsBusy),
+            rendering=Allowance(settings.max_rendering_video_s, "s of video to render"),
         )
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)

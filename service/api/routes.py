@@ -187,9 +187,12 @@ async def foley(
         if cached is not None:
             timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
             return _cached_response(cached, upload, workdir, timings, started)
-        result, queued, rendered = await _render(
-            request, state, engine, upload.path, workdir, options
-        )
+        # Its cost is its length, as declared (before a frame is decoded).
+        info = await anyio.to_thread.run_sync(engine.probe, upload.path)
+        with state.rendering.take(info.duration_s):
+            result, queued, rendered = await _render(
+                request, state, engine, upload.path, workdir, options
+            )
         state.metrics.rendered(result)
         answer = (result.format, result.output)
         if markers is not None:

@@ -32,23 +32,25 @@ from service.preview.worker import PreviewWorker
 
 
 @dataclass
-class Slots:
-    """A bounded count of things in progress, taken without waiting (event-loop only)."""
+class Allowance:
+    """A bounded total of work in progress (uploads, seconds of video to render), taken without
+    waiting, on the event loop only. The first taker always gets in: one render longer than the
+    whole allowance still runs, alone."""
 
-    size: int
+    size: float
     what: str
     refusal: type[Busy] = Busy
-    used: int = 0
+    used: float = 0.0
 
     @contextmanager
-    def take(self) -> Iterator[None]:
-        if self.used >= self.size:
-            raise self.refusal(f"{self.size} {self.what} are already in progress; retry later")
-        self.used += 1
+    def take(self, amount: float = 1.0) -> Iterator[None]:
+        if self.used > 0 and self.used + amount > self.size:
+            raise self.refusal(f"{self.size:g} {self.what} are already in progress; retry later")
+        self.used += amount
         try:
             yield
         finally:
-            self.used -= 1
+            self.used -= amount
 
 
 @dataclass
@@ -61,7 +63,9 @@ class ServiceState:
     preview: PreviewWorker | None = None  # started with the first live session
     preview_tenants: dict[str, int] = field(default_factory=dict)  # live sessions per tenant
     jobs: JobManager | None = None  # export jobs: set once at startup
-    uploads: Slots = field(default_factory=lambda: Slots(8, "uploads", UploadsBusy))  # received
+    uploads: Allowance = field(default_factory=lambda: Allowance(8, "uploads", UploadsBusy))
+    # Seconds of video in the renders running or waiting: a render's cost is its length.
+    rendering: Allowance = field(default_factory=lambda: Allowance(3600, "s of video to render"))
     loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
     metrics: Metrics = field(default_factory=Metrics)
     _others: dict[str, Engine] = field(default_factory=dict)

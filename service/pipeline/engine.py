@@ -33,9 +33,10 @@ from service.config import Settings
 from service.errors import BackendUnavailable, InvalidInput, MediaError, ModelConfigError, echo
 from service.media import decode
 from service.media.audio_out import AudioWriter, Sink
-from service.media.decode import DecodeLimits, open_video
+from service.media.decode import DecodeLimits, open_video, probe
 from service.media.loudness import LevelledSink
 from service.media.mux import FoleyMuxer
+from service.media.source import VideoInfo
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, is_contact_tier, load_contact_tier
@@ -120,6 +121,9 @@ class FoleyEngine:
             list(synth.push(np.arange(start, start + n) / 30.0, rgb))
             start += n
         list(synth.finish(start / 30.0))
+
+    def probe(self, input_path: Path) -> VideoInfo:
+        return probe(input_path, limits=self.limits)
 
     def render(
         self,

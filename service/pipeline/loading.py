@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from service.config import Settings
+from service.media.source import VideoInfo
 
 if TYPE_CHECKING:  # annotations only: importing this module must not load numpy or the model
     from service.cache.base import Cache
@@ -24,6 +25,10 @@ class Engine(Protocol):
     backend: Backend
 
     def warmup(self) -> None: ...
+
+    def probe(self, input_path: Path) -> VideoInfo:
+        """The file's header, checked against the limits (isolated as a render's decode)."""
+        ...
 
     def render(
         self,

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.config import Settings
 from service.media.loudness import Levelling, Loudness
+from service.media.source import VideoInfo
 from service.pipeline.backends.base import BackendInfo
 from service.pipeline.types import ContactMarker, ProgressFn, RenderOptions, RenderResult
 from tests.conftest import uvicorn_server, wait_until
@@ -78,6 +79,7 @@ class RecordingEngine:
     windows: int = 0
     window_s: float = 0.0
     windows_run: int = 0
+    duration_s: float = 2.5  # what `probe` says every file declares
     calls: list[RenderCall] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -88,6 +90,9 @@ class RecordingEngine:
         self.warming.set()
         assert self.warm_gate.wait(timeout=10)
         self.warmed.set()
+
+    def probe(self, input_path: Path) -> VideoInfo:
+        return VideoInfo("mov", "h264", 64, 48, 25.0, 0.0, self.duration_s, False)
 
     def render(
         self,

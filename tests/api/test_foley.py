@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import opentimelineio as otio
@@ -262,3 +263,27 @@ def test_a_405_names_every_method_of_the_path(client: TestClient) -> None:
     response = client.request("PUT", "/v1/exports/some-job")
     assert response.status_code == 405
     assert response.headers["allow"] == "DELETE, GET, HEAD"
+
+
+def test_renders_are_admitted_by_the_length_they_declare(
+    settings: Settings, engine: RecordingEngine
+) -> None:
+    """A small file whose frames span an hour is an hour of work: with 100 s of video allowed,
+    a second 80 s render waits for none (503 busy), however few bytes it is."""
+    engine.duration_s, engine.windows, engine.window_s = 80.0, 40, 0.02
+    app = create_app(
+        settings.model_copy(update={"max_rendering_video_s": 100.0, "max_concurrent_renders": 2}),
+        engine_loader=lambda _: engine,
+    )
+    with TestClient(app, raise_server_exceptions=False) as client:
+        wait_ready(client)
+        with ThreadPoolExecutor(2) as pool:
+            first = pool.submit(client.post, "/v1/foley", files=upload())
+            wait_until(lambda: engine.windows_run > 0, 10, "the first render started")
+            second = client.post("/v1/foley", files=upload())
+            assert second.status_code == 503 and second.json()["error"]["code"] == "busy"
+            assert "video to render" in second.json()["error"]["reason"]
+            assert first.result().status_code == 200
+        assert client.post("/v1/foley", files=upload()).status_code == 200  # its turn now
+        engine.duration_s = 3600.0  # longer than all that is allowed: alone, it runs
+        assert client.post("/v1/foley", files=upload()).status_code == 200
