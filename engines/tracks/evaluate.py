@@ -30,7 +30,6 @@ from engines.tracks.data import (
 )
 from service.pipeline.contacts.events import merge_tracks, pick
 
-Detector = Callable[[np.ndarray, np.ndarray], np.ndarray]
 EVAL_SEED = 1_000_000  # fresh and held-out scenes (as engines.eval.sync)
 CONTROL_SEED = 1_500_000  # controls (as engines.eval.sync: + CONTROL_SEED_OFFSET)
 
@@ -111,28 +110,14 @@ class Result:
     score: OnsetScore
 
 
-def run(
-    detector: Detector, clips: list[EvalClip], noise_px: float, drop_p: float = 0.0
-) -> list[Result]:
-    """The detector on every clip, its tracks with detector noise drawn per clip (the same
-    draw for every detector)."""
-    results = []
-    for clip in clips:
-        rng = np.random.default_rng(stable_seed(clip.seed, clip.holdout, clip.rate, noise_px))
-        pixels = augment(clip.pixels, rng, noise_px, drop_p)
-        events = np.asarray(detector(clip.times_s, pixels), float)
-        results.append(Result(clip, events, score_onsets(events, clip.reference)))
-    return results
-
-
 Scorer = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]
 TrackScores = list[tuple[np.ndarray, np.ndarray]]  # per object: (score, time) per interval
 
 
 def score_tracks(scorer: Scorer, clips: list[EvalClip], noise_px: float) -> list[TrackScores]:
     """A per-track scorer (times, one track's pixels -> per-interval score and time) on every
-    track of every clip, under the same noise draws as `run`: for sweeping thresholds without
-    rescoring."""
+    track of every clip, under a noise draw fixed per clip and noise level: for sweeping
+    thresholds without rescoring."""
     out = []
     for clip in clips:
         rng = np.random.default_rng(stable_seed(clip.seed, clip.holdout, clip.rate, noise_px))
@@ -142,7 +127,7 @@ def score_tracks(scorer: Scorer, clips: list[EvalClip], noise_px: float) -> list
 
 
 def run_scored(scored: list[TrackScores], clips: list[EvalClip], threshold: float) -> list[Result]:
-    """`run` for scores from `score_tracks`: events picked at `threshold`, tracks merged."""
+    """Scores from `score_tracks` as results: events picked at `threshold`, tracks merged."""
     results = []
     for clip, tracks in zip(clips, scored, strict=True):
         events = merge_tracks([pick(score, when, threshold) for score, when in tracks])
@@ -152,12 +137,6 @@ def run_scored(scored: list[TrackScores], clips: list[EvalClip], threshold: floa
 
 def total(results: list[Result]) -> OnsetScore:
     return combined([r.score for r in results])
-
-
-def spurious_per_minute(results: list[Result]) -> float:
-    """False events per minute of clip."""
-    minutes = sum(r.clip.duration_s for r in results) / 60
-    return sum(r.score.false_positives for r in results) / max(minutes, 1e-9)
 
 
 def summary_row(score: OnsetScore) -> tuple[float, float, float, float, float, int]:

@@ -17,7 +17,6 @@ from engines.tracks.data import (
     simulate_scene,
     to_pixels,
 )
-from engines.tracks.geometry import ArcDetector
 from engines.tracks.head import ContactHead, HeadDetector
 from service.pipeline.contacts.events import Events, merge_tracks, pick
 from service.pipeline.contacts.features import HeadConfig, track_features
@@ -107,19 +106,8 @@ def test_augment_adds_noise_and_drops() -> None:
     assert abs(np.nanstd(noisy) - 0.5) < 0.05
 
 
-@pytest.mark.parametrize("fps", [24.0, 30.0, 60.0])
-@pytest.mark.parametrize("phase", [0.2, 0.5, 0.85])
-def test_geometry_times_a_clean_bounce_within_a_few_ms(fps: float, phase: float) -> None:
-    contact = (20 + phase) / fps
-    times, pixels = ballistic_bounce(fps, contact)
-    events = ArcDetector().events(times, pixels)
-    assert len(events.times_s) == 1
-    assert abs(events.times_s[0] - contact) < 0.003
-
-
-def test_geometry_fires_nothing_on_free_fall() -> None:
+def test_arcs_fit_free_fall_without_a_kink() -> None:
     times, pixels = free_fall(30.0)
-    assert len(ArcDetector().events(times, pixels).times_s) == 0
     w = windows(times, pixels)
     assert fit_arcs(w).change.max() < 0.01  # px per frame: the ridge only, no kink
 
@@ -153,17 +141,6 @@ def test_a_split_arc_sees_a_bounce_two_frames_after_another() -> None:
     assert fit.u_raw[k] == pytest.approx(0.3, abs=0.02)
     v_before = -75 + g * gap
     assert fit.change[k] == pytest.approx(abs(-60 - v_before) / fps, rel=0.05)
-
-
-def test_geometry_is_causal() -> None:
-    times, pixels = ballistic_bounce(30.0, 20.4 / 30)
-    detector = ArcDetector(lookahead=1)
-    score, when = detector.scores(times, pixels)
-    changed = pixels.copy()
-    changed[30:] += 7.0  # frames from 30 on: interval 27's lookahead ends at frame 29
-    score2, when2 = detector.scores(times, changed)
-    assert np.array_equal(score[:28], score2[:28]) and np.array_equal(when[:28], when2[:28])
-    assert not np.array_equal(score[28:], score2[28:])
 
 
 @pytest.mark.parametrize("lookahead", [1, 2])
