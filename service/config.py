@@ -5,6 +5,7 @@ Model hyperparameters are not here: they live in each tier's config.json beside 
 
 from __future__ import annotations
 
+import math
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -143,6 +144,11 @@ class Settings(BaseSettings):
     work_dir: Path | None = None  # temp files for uploads and renders; None = system temp
     host: str = "127.0.0.1"
     port: int = 8000
+
+    def key_cap(self, total: int, share: float) -> int | None:
+        """How many of `total` one API key may hold (at least one); None without keys, where
+        there is one tenant and it may hold all."""
+        return max(1, math.floor(total * share)) if self.api_keys else None
 
     @field_validator("redis_url", "broker_url", "storage_dir", mode="before")
     @classmethod

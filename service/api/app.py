@@ -13,7 +13,7 @@ from fastapi.staticfiles import StaticFiles
 
 from service.api.docs import DOCS_STATIC
 from service.api.docs import router as docs_router
-from service.api.errors import UploadsBusy, install_error_handlers
+from service.api.errors import install_error_handlers
 from service.api.exports import router as exports_router
 from service.api.head import HeadAsGet
 from service.api.logs import RequestIds
@@ -22,7 +22,7 @@ from service.api.metrics import install as install_metrics
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
 from service.api.routes import router
-from service.api.state import Allowance, ServiceState
+from service.api.state import ServiceState
 from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
@@ -113,8 +113,6 @@ def _lifespan(
             anyio.CapacityLimiter(settings.max_concurrent_renders),
             cache if cache is not None else create_cache(settings),
             metrics=metrics,
-            uploads=Allowance(settings.max_concurrent_uploads, "uploads", UploadsBusy),
-            rendering=Allowance(settings.max_rendering_video_s, "s of video to render"),
         )
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)

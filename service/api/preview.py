@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -136,14 +135,13 @@ def _take_tenant_slot(state: ServiceState, tenant: str) -> None:
     count: no lock needed)."""
     settings = state.settings
     held = state.preview_tenants.get(tenant, 0)
-    if settings.api_keys:
-        share = max(1, math.floor(settings.preview_max_sessions * settings.preview_key_share))
-        if held >= share:
-            raise _Close(
-                "key_busy",
-                f"this API key holds {share} live sessions, its share; close one first",
-                p.CLOSE_BUSY,
-            )
+    share = settings.key_cap(settings.preview_max_sessions, settings.preview_key_share)
+    if share is not None and held >= share:
+        raise _Close(
+            "key_busy",
+            f"this API key holds {share} live sessions, its share; close one first",
+            p.CLOSE_BUSY,
+        )
     state.preview_tenants[tenant] = held + 1
 
 

@@ -63,13 +63,18 @@ class ServiceState:
     preview: PreviewWorker | None = None  # started with the first live session
     preview_tenants: dict[str, int] = field(default_factory=dict)  # live sessions per tenant
     jobs: JobManager | None = None  # export jobs: set once at startup
-    uploads: Allowance = field(default_factory=lambda: Allowance(8, "uploads", UploadsBusy))
+    uploads: Allowance = field(init=False)  # being received
     # Seconds of video in the renders running or waiting: a render's cost is its length.
-    rendering: Allowance = field(default_factory=lambda: Allowance(3600, "s of video to render"))
+    rendering: Allowance = field(init=False)
     loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
     metrics: Metrics = field(default_factory=Metrics)
     _others: dict[str, Engine] = field(default_factory=dict)
     _others_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def __post_init__(self) -> None:
+        settings = self.settings
+        self.uploads = Allowance(settings.max_concurrent_uploads, "uploads", UploadsBusy)
+        self.rendering = Allowance(settings.max_rendering_video_s, "s of video to render")
 
     def engine_for(self, tier: str | None) -> Engine:
         """The engine that renders `tier` (None: the default one), another tier's loaded and

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 import shutil
 import time
 from collections.abc import Callable
@@ -110,8 +109,7 @@ class JobManager:
     def caps(self) -> Caps:
         settings = self.settings
         total = settings.export_max_pending
-        share = max(1, math.floor(total * settings.export_key_share)) if settings.api_keys else None
-        return Caps(total=total, per_tenant=share)
+        return Caps(total=total, per_tenant=settings.key_cap(total, settings.export_key_share))
 
     @_store_errors
     def check_capacity(self, tenant: str) -> None:

@@ -90,14 +90,15 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
             "(the file may crash the renderer)"
         )
         return _finish(ctx, record, "failed", JobError("worker_lost", reason), expect=ACTIVE)
+    now = time.time()
     started = store.transition(
         job_id,
         ACTIVE,
         {
             "state": "running",
             "attempts": record.attempts + 1,
-            "started_at": time.time(),
-            "heartbeat_at": time.time(),
+            "started_at": now,
+            "heartbeat_at": now,
             "worker": ctx.worker,
             "progress": 0.0,
         },
