@@ -257,8 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
-    engine = FoleyEngine.load(settings)
+    engine = FoleyEngine.load(Settings(), args.tier)
     tally = run(engine, args.clips, args.duration, args.material_clips, args.kind)
     print(describe())
     print(

@@ -95,8 +95,8 @@ def agreement(tier: str, backend: Backend, clip: Path, workdir: Path) -> tuple[f
     from service.pipeline.engine import FoleyEngine
     from service.pipeline.types import RenderOptions
 
-    settings = Settings(default_tier=tier, window_memo=False)
-    reference = load_engine(settings)
+    settings = Settings(window_memo=False)
+    reference = load_engine(settings, tier)
     tracks = []
     for engine in (reference, FoleyEngine(settings, reference.tier, backend)):
         engine.render(clip, workdir / "a.wav", RenderOptions(format="wav", loudness_lufs=None))
@@ -116,15 +116,14 @@ def offline(
     from service.pipeline.engine import FoleyEngine
     from service.pipeline.types import RenderOptions
 
-    settings = Settings(default_tier=tier)
-    engine = FoleyEngine(settings, backend.tier, backend)
+    engine = FoleyEngine(Settings(), backend.tier, backend)
     engine.render(clip, workdir / "warm.wav", RenderOptions(format="wav"))
     began = time.perf_counter()
     engine.render(clip, workdir / "o.wav", RenderOptions(format="wav"))
     render_s = time.perf_counter() - began
     began = time.perf_counter()
     with open_video(clip, width=engine.tier.width, height=engine.tier.height,
-                    limits=DecodeLimits.from_settings(settings)) as stream:  # fmt: skip
+                    limits=DecodeLimits.from_settings(engine.settings)) as stream:  # fmt: skip
         for _ in stream:
             pass
     return render_s / seconds, (time.perf_counter() - began) / seconds
@@ -167,8 +166,7 @@ def backends(device: str) -> list[str]:
 
 
 def build(name: str, tier: str, device: str) -> Backend:
-    settings = Settings(default_tier=tier)
-    tier_config = load_engine(settings).tier
+    tier_config = load_engine(Settings(), tier).tier
     if name == "cuda":
         from service.pipeline.backends.cuda import CudaBackend
 

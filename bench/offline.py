@@ -83,8 +83,7 @@ def main() -> None:
 
     clip = bench_clip()
     # The window memo off: every repeat renders the clip again instead of answering from it.
-    tier = {} if args.tier is None else {"default_tier": args.tier}
-    engine = FoleyEngine.load(Settings(window_memo=False, **tier))
+    engine = FoleyEngine.load(Settings(window_memo=False), args.tier)
     engine.warmup()
     out = CACHE / "out"
     out.mkdir(exist_ok=True)

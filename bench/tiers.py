@@ -72,8 +72,8 @@ def main(argv: list[str] | None = None) -> None:
 
     rows = []
     for folder in args.tiers:
-        settings = Settings(models_dir=folder.parent, default_tier=folder.name, window_memo=False)
-        engine = FoleyEngine.load(settings)
+        settings = Settings(models_dir=folder.parent, window_memo=False)
+        engine = FoleyEngine.load(settings, folder.name)
         engine.warmup()
         p50, p99 = live_frame_ms(engine)
         rtf = offline_rtf(engine)

@@ -27,7 +27,7 @@ from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_eve
 from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS, Levelling
 from service.pipeline.backends.base import BackendName
 from service.pipeline.loading import load_engine
-from service.pipeline.tiers import check_tier, listed_tiers
+from service.pipeline.tiers import listed_tiers, resolve_tier
 from service.pipeline.types import SAMPLE_RATES, ProgressFn, RenderOptions
 
 if TYPE_CHECKING:
@@ -174,11 +174,10 @@ def _generate(args: argparse.Namespace) -> int:
     jobs = plan_batch(
         args.inputs, output=args.output, fmt=args.format, events=args.events, force=args.force
     )
-    settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
-    if args.tier is not None:
-        check_tier(settings, args.tier)
+    settings = Settings()
+    tier = resolve_tier(settings, args.tier)
     durations = [probe_input(job.input, settings) for job in jobs]
-    engine = load_engine(settings)
+    engine = load_engine(settings, tier)
     failed: list[Exception] = []
     total = sum(durations)
     with _progress_bar(args.quiet) as progress:
@@ -464,7 +463,7 @@ def _tiers(args: argparse.Namespace) -> int:
           f"{'precision':<40} default")  # fmt: skip
     devices = set()
     for tier in found:
-        engine = load_engine(settings.model_copy(update={"default_tier": tier.name}))
+        engine = load_engine(settings, tier.name)
         info = engine.backend.info()
         devices.add(f"{info.name} on {info.device}")
         speed = "" if args.no_speed else _speed(engine)

@@ -118,7 +118,6 @@ class Settings(BaseSettings):
     # records in memory. With one: Celery workers (`foley worker`) on that Redis, which also
     # holds the job records (it wants noeviction and AOF, unlike the cache Redis).
     broker_url: str | None = None
-    export_tier: str = "export"
     export_workers: int = Field(default=1, ge=1)  # in-process pool size
     export_max_pending: int = Field(default=100, ge=1)  # queued jobs before 503 busy
     # With API keys, the share of export_max_pending one key may hold (then 429 key_queue_full):

@@ -66,7 +66,7 @@ def video(tmp_path: Path) -> Path:
 
 def use_engine(monkeypatch: pytest.MonkeyPatch, engine: ScriptedEngine) -> None:
     """The scripted engine, and a probe that takes any file as a 12 s video."""
-    monkeypatch.setattr(cli, "load_engine", lambda settings: engine)
+    monkeypatch.setattr(cli, "load_engine", lambda settings, tier: engine)
     monkeypatch.setattr(cli, "probe_input", lambda path, settings: 12.0)
 
 
@@ -293,7 +293,7 @@ class CountingLoads:
     def __init__(self, engine: ScriptedEngine) -> None:
         self.engine, self.loads = engine, 0
 
-    def __call__(self, settings: Settings) -> ScriptedEngine:
+    def __call__(self, settings: Settings, tier: str) -> ScriptedEngine:
         self.loads += 1
         return self.engine
 

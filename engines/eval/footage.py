@@ -138,7 +138,7 @@ def evaluate(videos: list[Path], tier: str, hold_s: float) -> list[FootageReport
     from service.config import Settings
     from service.pipeline.engine import FoleyEngine
 
-    engine = FoleyEngine.load(Settings(default_tier=tier))
+    engine = FoleyEngine.load(Settings(), tier)
     with tempfile.TemporaryDirectory() as tmp:
         return [render(engine, video, Path(tmp), hold_s) for video in videos]
 

@@ -34,7 +34,7 @@ def offline_gains(
 ) -> dict[str, float]:
     """The loudness gain each clip's offline render takes with `tier` (silent renders left out:
     they take none)."""
-    engine = FoleyEngine.load(Settings(models_dir=models, default_tier=tier))
+    engine = FoleyEngine.load(Settings(models_dir=models), tier)
     gains = {}
     for name, video in clips:
         result = engine.render(video, workdir / "out.wav", RenderOptions(format="wav"))

@@ -60,8 +60,8 @@ class Reference:
     of the cuda backend's tracks against them at given precisions."""
 
     def __init__(self, models: Path, tier: str, clips: list[tuple[str, Path]], workdir: Path):
-        self.settings = Settings(models_dir=models, default_tier=tier, window_memo=False)
-        engine = FoleyEngine.load(self.settings)
+        self.settings = Settings(models_dir=models, window_memo=False)
+        engine = FoleyEngine.load(self.settings, tier)
         self.tier, self.clips, self.workdir = engine.tier, clips, workdir
         self.tracks = {name: render(engine, video, workdir / "ref.wav") for name, video in clips}
         self.device = "cuda" if backend_present("cuda") else "cpu"

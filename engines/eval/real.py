@@ -62,9 +62,9 @@ def tier_detector(tier: str, models_dir: Path | None = None) -> Detector:
     from service.pipeline.types import RenderOptions
 
     given = {} if models_dir is None else {"models_dir": models_dir}
-    settings = Settings(default_tier=tier, **given)
+    settings = Settings(**given)
     check_tier(settings, tier)
-    loaded = FoleyEngine.load(settings)
+    loaded = FoleyEngine.load(settings, tier)
 
     def render(video: Path) -> Detection:
         engine = FoleyEngine(loaded.settings, loaded.tier, loaded.backend)

@@ -286,8 +286,7 @@ def main(argv: list[str] | None = None) -> None:
     if sprites and args.seed is not None and args.seed < SPRITE_SEED_BASE:
         parser.error(f"--seed: sprite seeds below {SPRITE_SEED_BASE} may have been trained on")
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    settings = Settings() if args.tier is None else Settings(default_tier=args.tier)
-    engine = FoleyEngine.load(settings)
+    engine = FoleyEngine.load(Settings(), args.tier)
     if sprites:
         results = evaluate_set(
             engine,

@@ -31,7 +31,7 @@ from onnxruntime.quantization import (
 
 from engines.data.dataset import make_clip
 from service.pipeline.backends.base import create_backend
-from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.contract import TierConfig, load_frames_tier
 from service.pipeline.preprocess import resample_clip
 from service.pipeline.streaming import StreamRunner
 
@@ -96,7 +96,7 @@ def quantize_tier(
     unknown = set(stages) - set(QUANTISED)
     if unknown:
         raise ValueError(f"only {', '.join(QUANTISED)} can be quantised, not {sorted(unknown)}")
-    tier = load_tier(source.parent, source.name)
+    tier = load_frames_tier(source.parent, source.name)
     feeds = calibration_feeds(tier, clips)
     if target.exists():
         shutil.rmtree(target)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -27,12 +26,13 @@ from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
 from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
-from service.pipeline.loading import Engine, EngineLoader, load_engine
+from service.pipeline.loading import EngineLoader, Engines, load_engine
 from service.pipeline.tiers import installed_tiers
 
 logger = logging.getLogger(__name__)
 JOB_SWEEP_INTERVAL_S = 60.0
-JobManagerFactory = Callable[[Settings, Cache], JobManager]
+# (settings, the app's cache, the app's engines): in-process jobs render with the app's engines
+JobManagerFactory = Callable[[Settings, Cache, Engines], JobManager]
 
 
 def create_app(
@@ -42,9 +42,9 @@ def create_app(
     job_manager: JobManagerFactory = create_job_manager,
     cache: Cache | None = None,
 ) -> FastAPI:
-    """The app. `engine_loader`: None loads the settings' tier, which keeps its pipeline memo in
-    the app's cache (one store, one budget). `cache` replaces the one the settings ask for; it
-    is then the caller's to close."""
+    """The app. `engine_loader` loads a tier's engine (default: `load_engine`); every tier keeps
+    its pipeline memo in the app's cache (one store, one budget). `cache` replaces the one the
+    settings ask for; it is then the caller's to close."""
     settings = settings or get_settings()
     metrics = Metrics()
     app = FastAPI(
@@ -112,17 +112,16 @@ def _lifespan(
             settings,
             anyio.CapacityLimiter(settings.max_concurrent_renders),
             cache if cache is not None else create_cache(settings),
+            loader=engine_loader or load_engine,
             metrics=metrics,
         )
         app.state.foley = state
         logger.info("cache: %s", state.cache.name)
-        state.jobs = job_manager(settings, state.cache)
+        state.jobs = job_manager(settings, state.cache, state.engines)
         metrics.watch(state)
         # Serve (healthz) while the model loads; readyz turns 200 once `state.engine` is set.
         async with anyio.create_task_group() as tasks:
-            loader = engine_loader or functools.partial(load_engine, cache=state.cache)
-            state.loader = loader
-            tasks.start_soon(_load, state, loader)
+            tasks.start_soon(_load, state)
             tasks.start_soon(_sweep_jobs, state.jobs)
             yield
             tasks.cancel_scope.cancel()
@@ -147,15 +146,10 @@ async def _sweep_jobs(jobs: JobManager) -> None:
         await anyio.sleep(JOB_SWEEP_INTERVAL_S)
 
 
-async def _load(state: ServiceState, engine_loader: EngineLoader) -> None:
-    def load_and_warm() -> Engine:
-        engine = engine_loader(state.settings)
-        engine.warmup()
-        return engine
-
+async def _load(state: ServiceState) -> None:
     try:
         # abandon_on_cancel: a shutdown during loading need not wait for the load to finish.
-        engine = await anyio.to_thread.run_sync(load_and_warm, abandon_on_cancel=True)
+        engine = await anyio.to_thread.run_sync(state.engines, abandon_on_cancel=True)
     except Exception as exc:
         # Not swallowed: /healthz and /readyz answer 503 engine_unavailable with this reason.
         logger.exception("the engine failed to load")

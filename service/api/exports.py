@@ -29,7 +29,6 @@ from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.markers import MarkersDocument, render_markers
-from service.pipeline.tiers import check_tier
 from service.pipeline.types import OutputFormat
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
@@ -82,6 +81,7 @@ _ERRORS = {
     410: "The result has expired",
     413: "Upload over the configured limit",
     422: "Invalid parameter",
+    429: "This API key holds its share of the queue (key_queue_full)",
     503: "Too many jobs pending, or the queue is unavailable",
 }
 
@@ -99,7 +99,7 @@ def jobs_of(state: ServiceState) -> JobManager:
 @router.post(
     "",
     status_code=202,
-    responses=_responses(400, 401, 408, 413, 415, 422, 503),
+    responses=_responses(400, 401, 408, 413, 415, 422, 429, 503),
     openapi_extra=upload_body(ExportParams),
 )
 async def create_export(
@@ -122,7 +122,7 @@ async def create_export(
     """
     settings = state.settings
     jobs = jobs_of(state)
-    check_tier(settings, query.tier or settings.export_tier)
+    state.engines.name(query.tier)  # an unknown tier is refused before the upload is read
     await anyio.to_thread.run_sync(jobs.check_capacity, tenant)
     receiving = jobs.storage.receiving_dir()
     try:
@@ -136,8 +136,7 @@ async def create_export(
                 min_bytes_per_s=settings.upload_min_bytes_per_s,
             )
         params = merge_params(query, upload.fields)
-        tier = params.tier or settings.export_tier
-        check_tier(settings, tier)
+        tier = state.engines.name(params.tier)
     except BaseException:
         await anyio.to_thread.run_sync(_remove_tree, receiving)
         raise

@@ -32,9 +32,6 @@ from service.api.state import ServiceState
 from service.context import REQUEST_ID
 from service.errors import FoleyError, echo
 from service.markers import timecode, timecode_rate
-from service.pipeline.contacts.tier import ContactTier
-from service.pipeline.motion.tier import MotionTier
-from service.pipeline.motion.window import AHEAD as MOTION_AHEAD
 from service.preview import protocol as p
 from service.preview.runners import LiveOnset
 from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
@@ -201,13 +198,8 @@ def _max_frame_bytes(state: ServiceState) -> int:
 
 def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Ready:
     tier, config = worker.tier, session.config
-    if isinstance(tier, ContactTier):
-        fps, per_frame, lookahead = None, None, tier.head_config.lookahead + 2
-    elif isinstance(tier, MotionTier):
-        fps, per_frame, lookahead = None, None, MOTION_AHEAD
-    else:
-        fps, per_frame = tier.fps, config.sample_rate // tier.fps
-        lookahead = tier.generator.right_context
+    fps = tier.model_fps
+    per_frame = None if fps is None else config.sample_rate // fps
     return p.Ready(
         session=session.id,
         tier=tier.name,
@@ -215,7 +207,7 @@ def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Re
         model_fps=fps,
         sample_rate=config.sample_rate,
         samples_per_frame=per_frame,
-        lookahead_frames=lookahead,
+        lookahead_frames=tier.lookahead_frames,
         width=config.width,
         height=config.height,
         pixel_format=config.pixel_format,

@@ -53,7 +53,7 @@ from service.api.state import Engine, ServiceState, get_state
 from service.api.uploads import Upload, receive_upload
 from service.cache import Cache
 from service.markers import markers_document, render_markers
-from service.pipeline.tiers import check_tier, listed_tiers
+from service.pipeline.tiers import listed_tiers
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ async def metrics(state: State) -> Response:
 async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
     default = state.ready_engine().tier.name
-    loaded = state.loaded_tiers()
+    loaded = state.engines.loaded()
     return [
         TierInfo(
             name=t.name,
@@ -154,8 +154,7 @@ async def foley(
     """
     started = perf_counter()
     engine = state.ready_engine()
-    if query.tier is not None:  # refused before the upload is read
-        check_tier(state.settings, query.tier)
+    state.engines.name(query.tier)  # an unknown tier is refused before the upload is read
     state.check_capacity()
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
     try:

@@ -5,14 +5,13 @@ threads, and live preview sessions in the preview worker's one thread (service.p
 `engine.render` may be called from several threads at once (its contract), and
 `ServiceState.limiter` bounds how many renders run together. The only shared mutable state is
 `engine`/`load_error`, each written once by the loader task, `preview`, started once on the
-event loop, and the other tiers' engines (`engine_for`), each loaded once under a lock;
-per-request values (paths, options) travel as arguments. `cache` is set at startup
-and is itself thread-safe (service.cache.base).
+event loop, and the engines of the other tiers (`engines`, thread-safe); per-request values
+(paths, options) travel as arguments. `cache` is set at startup and is itself thread-safe
+(service.cache.base).
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,8 +25,7 @@ from service.cache import Cache, NoCache
 from service.config import Settings
 from service.errors import Busy, NotReady
 from service.jobs.manager import JobManager
-from service.pipeline.loading import Engine, EngineLoader
-from service.pipeline.tiers import check_tier
+from service.pipeline.loading import Engine, EngineLoader, Engines, load_engine
 from service.preview.worker import PreviewWorker
 
 
@@ -66,36 +64,22 @@ class ServiceState:
     uploads: Allowance = field(init=False)  # being received
     # Seconds of video in the renders running or waiting: a render's cost is its length.
     rendering: Allowance = field(init=False)
-    loader: EngineLoader | None = None  # loads the other tiers' engines (`engine_for`)
+    loader: EngineLoader = load_engine
     metrics: Metrics = field(default_factory=Metrics)
-    _others: dict[str, Engine] = field(default_factory=dict)
-    _others_lock: threading.Lock = field(default_factory=threading.Lock)
+    # Every tier's engine, the default's included; their pipeline caches use `cache`.
+    engines: Engines = field(init=False)
 
     def __post_init__(self) -> None:
         settings = self.settings
         self.uploads = Allowance(settings.max_concurrent_uploads, "uploads", UploadsBusy)
         self.rendering = Allowance(settings.max_rendering_video_s, "s of video to render")
+        self.engines = Engines(settings, loader=self.loader, cache=self.cache)
 
     def engine_for(self, tier: str | None) -> Engine:
         """The engine that renders `tier` (None: the default one), another tier's loaded and
         warmed on first use. Blocks while it loads: call from a worker thread."""
-        default = self.ready_engine()
-        if tier is None or tier == default.tier.name:
-            return default
-        check_tier(self.settings, tier)
-        with self._others_lock:
-            if tier not in self._others:
-                if self.loader is None:
-                    raise RuntimeError("no engine loader")
-                engine = self.loader(self.settings.model_copy(update={"default_tier": tier}))
-                engine.warmup()
-                self._others[tier] = engine
-            return self._others[tier]
-
-    def loaded_tiers(self) -> set[str]:
-        names = {self.engine.tier.name} if self.engine is not None else set()
-        with self._others_lock:
-            return names | set(self._others)
+        self.ready_engine()
+        return self.engines(tier)
 
     def preview_worker(self) -> PreviewWorker:
         """The live preview worker, started on first use (on the event loop: no race)."""

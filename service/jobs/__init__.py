@@ -9,11 +9,11 @@ from pathlib import Path
 
 from service.cache.base import Cache
 from service.config import Settings
-from service.jobs.engines import EngineRegistry
 from service.jobs.manager import JobManager
 from service.jobs.metrics import JobMetrics
 from service.jobs.storage import JobStorage, storage_root
 from service.jobs.store import MemoryJobStore, RedisJobStore
+from service.pipeline.loading import Engines
 
 
 class CeleryQueue:
@@ -35,7 +35,7 @@ class CeleryQueue:
 
 
 def create_job_manager(
-    settings: Settings, cache: Cache | None = None, *, engines: EngineRegistry | None = None
+    settings: Settings, cache: Cache | None = None, engines: Engines | None = None
 ) -> JobManager:
     """Embedded without a broker URL (jobs run in this process and keep their pipeline caches in
     `cache`, the process's one store), Celery with one."""
@@ -52,7 +52,7 @@ def create_job_manager(
     else:
         storage = JobStorage(settings.storage_dir)
     store = MemoryJobStore()
-    engine_for = engines or EngineRegistry(settings, cache=cache)
+    engine_for = engines or Engines(settings, cache=cache)
     ctx = JobContext(settings, store, storage, engine_for, metrics=JobMetrics())
     queue = LocalQueue(ctx, settings.export_workers)
     return JobManager(settings, store, storage, queue, metrics=ctx.metrics)

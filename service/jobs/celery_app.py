@@ -25,11 +25,11 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import worker_process_init
 
 from service.config import Settings
-from service.jobs.engines import EngineRegistry
 from service.jobs.records import JobError
 from service.jobs.runner import JobContext, TransientJobError, fail, give_up, run_job
 from service.jobs.storage import JobStorage, storage_root
 from service.jobs.store import RedisJobStore
+from service.pipeline.loading import Engines
 
 log = logging.getLogger(__name__)
 EXPORT_TASK = "foley.export"
@@ -81,7 +81,7 @@ def context() -> JobContext:
             settings=settings,
             store=RedisJobStore.from_url(settings.broker_url),
             storage=JobStorage(storage_root(settings)),
-            engine_for=EngineRegistry(settings),
+            engine_for=Engines(settings),
             timeouts=(SoftTimeLimitExceeded,),
         )
     return _context
@@ -89,7 +89,7 @@ def context() -> JobContext:
 
 @worker_process_init.connect
 def _load_engines(**_: object) -> None:
-    """Load and warm the export tier in each child as it starts, not on its first job."""
+    """Load and warm the default tier in each child as it starts, not on its first job."""
     # The decoder must run in its own process (a crash in FFmpeg must not take the worker child
     # with it), but a pool child is daemonic, and multiprocessing refuses children to a daemonic
     # process; the flag only means "terminate with the parent", which the decoder's own
@@ -99,7 +99,7 @@ def _load_engines(**_: object) -> None:
     config["daemon"] = False
     config["authkey"] = multiprocessing.process.AuthenticationString(bytes(config["authkey"]))
     ctx = context()
-    ctx.engine_for(ctx.settings.export_tier)
+    ctx.engine_for(None)
 
 
 class ExportTask(Task):

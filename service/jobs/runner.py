@@ -66,7 +66,7 @@ class JobContext:
     settings: Settings
     store: JobStore
     storage: JobStorage
-    engine_for: Callable[[str], Engine]  # tier name -> a loaded, warmed engine
+    engine_for: Callable[[str | None], Engine]  # tier name -> a loaded, warmed engine
     worker: str = field(default_factory=lambda: f"{socket.gethostname()}:{os.getpid()}")
     # Exceptions that mean "the job ran out of time" (Celery's soft limit) besides our deadline.
     timeouts: tuple[type[BaseException], ...] = ()

@@ -104,6 +104,14 @@ class TierConfig:
         """Whether frames keep their shape inside the picture (False: stretched to it)."""
         return False
 
+    @property
+    def model_fps(self) -> int:
+        return self.fps
+
+    @property
+    def lookahead_frames(self) -> int:
+        return self.generator.right_context
+
     def num_frames(self, duration_s: float) -> int:
         """Model frames covering `duration_s` (the last one may be partial)."""
         return max(1, math.ceil(duration_s * self.fps - 1e-6))
@@ -134,7 +142,7 @@ def _digest(config_file: Path, graphs: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def load_tier(models_dir: Path, tier: str) -> TierConfig:
+def load_frames_tier(models_dir: Path, tier: str) -> TierConfig:
     path = Path(models_dir) / tier
     config_file = path / "config.json"
     if not config_file.is_file():

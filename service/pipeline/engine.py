@@ -39,13 +39,14 @@ from service.media.mux import FoleyMuxer
 from service.media.source import VideoInfo
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts.synth import ContactSynth
-from service.pipeline.contacts.tier import ContactTier, is_contact_tier, load_contact_tier
-from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.contacts.tier import ContactTier
+from service.pipeline.contract import TierConfig
 from service.pipeline.memo import FeatureCache, WindowMemo
 from service.pipeline.motion.synth import MotionSynth
-from service.pipeline.motion.tier import MotionTier, is_motion_tier, load_motion_tier
+from service.pipeline.motion.tier import MotionTier
 from service.pipeline.preprocess import FrameResampler, ModelFrames
 from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
+from service.pipeline.tier import Tier, load_tier
 from service.pipeline.types import (
     AUDIO_FORMATS,
     SAMPLE_RATES,
@@ -56,19 +57,8 @@ from service.pipeline.types import (
     ReuseStats,
 )
 
-Tier = TierConfig | ContactTier | MotionTier
-
 log = logging.getLogger(__name__)
 CUT_SHORT_S = 0.25  # frames ending this far before the declared duration: the file was cut
-
-
-def load_any_tier(models: Path, name: str) -> Tier:
-    """The tier `name` of the folder `models`, whatever its kind."""
-    if is_contact_tier(models, name):
-        return load_contact_tier(models, name)
-    if is_motion_tier(models, name):
-        return load_motion_tier(models, name)
-    return load_tier(models, name)
 
 
 class FoleyEngine:
@@ -88,10 +78,14 @@ class FoleyEngine:
             self.memo = Memo(windows, FeatureCache(self.cache, tier))
 
     @classmethod
-    def load(cls, settings: Settings, cache: Cache | None = None) -> FoleyEngine:
-        models, name = settings.models_dir, settings.default_tier
+    def load(
+        cls, settings: Settings, tier_name: str | None = None, cache: Cache | None = None
+    ) -> FoleyEngine:
+        """The tier `tier_name` of `settings.models_dir` (None: the settings' default tier)."""
+        models = settings.models_dir
+        name = settings.default_tier if tier_name is None else tier_name
         try:
-            tier = load_any_tier(models, name)
+            tier = load_tier(models, name)
             backend = create_backend(
                 settings.backend,
                 tier,
@@ -172,9 +166,9 @@ class FoleyEngine:
 
     def _synth(self, timer: StageTimer) -> ClipSynth:
         if isinstance(self.tier, ContactTier):
-            return ContactClipSynth(ContactSynth(self.tier, self.backend, timer=timer))
+            return ContactSynth(self.tier, self.backend, timer=timer)
         if isinstance(self.tier, MotionTier):
-            return ContactClipSynth(MotionSynth(self.tier, self.backend, timer=timer))
+            return MotionSynth(self.tier, self.backend, timer=timer)
         return FrameRateSynth(
             self.tier,
             StreamingSynth(
@@ -332,29 +326,6 @@ class FrameRateSynth:
         for frames in self.resampler.finish_chunks(num_frames):
             yield from self.synth.push(frames)
         yield from self.synth.finish(num_frames, self.tier.num_samples(duration_s))
-
-
-class ContactClipSynth:
-    """An event tier's stream (service.pipeline.contacts.synth, service.pipeline.motion.synth)
-    as a ClipSynth."""
-
-    def __init__(self, synth: ContactSynth | MotionSynth) -> None:
-        self.synth = synth
-        self.reuse = ReuseStats()
-
-    @property
-    def t0(self) -> float | None:
-        return self.synth.t0
-
-    @property
-    def markers(self) -> tuple[ContactMarker, ...]:
-        return self.synth.markers
-
-    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
-        return self.synth.push(pts_s, rgb)
-
-    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
-        return self.synth.finish(duration_s)
 
 
 def _write(chunks: Iterator[np.ndarray], sink: Sink, stage: str, timer: StageTimer) -> None:

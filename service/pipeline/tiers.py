@@ -45,6 +45,16 @@ def tier_exists(settings: Settings, tier: str) -> bool:
     return (settings.models_dir / tier / "config.json").is_file()
 
 
+def resolve_tier(settings: Settings, tier: str | None) -> str:
+    """The tier a request for `tier` gets (None: the deployment's default), refused
+    (`unknown_tier`) if it is not installed. The default is the deployment's own choice: a
+    missing one fails its load instead, naming the setting."""
+    if tier is None or tier == settings.default_tier:
+        return settings.default_tier
+    check_tier(settings, tier)
+    return tier
+
+
 def check_tier(settings: Settings, tier: str) -> None:
     """Refuse a request for a tier this deployment does not ship, before any work."""
     if not tier_exists(settings, tier):

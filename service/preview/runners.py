@@ -24,6 +24,7 @@ from service.pipeline.motion.synth import MotionSynth
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.preprocess import FrameResampler
 from service.pipeline.streaming import Stream, StreamRunner
+from service.pipeline.tier import Tier
 from service.pipeline.types import ContactMarker
 
 
@@ -45,7 +46,7 @@ class LiveChunk:
 
 
 class LiveRunner(Protocol):
-    tier: TierConfig | ContactTier | MotionTier
+    tier: Tier
 
     def open(self) -> object: ...
 
@@ -61,7 +62,7 @@ class LiveRunner(Protocol):
 
 
 def create_runner(
-    tier: TierConfig | ContactTier | MotionTier,
+    tier: Tier,
     backend: Backend,
     *,
     static_threshold: float = 0.0,

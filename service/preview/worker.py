@@ -29,9 +29,7 @@ from service.errors import DeviceOutOfMemory
 from service.media.audio_out import ExactResampler
 from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
-from service.pipeline.contacts.tier import ContactTier
-from service.pipeline.contract import TierConfig
-from service.pipeline.motion.tier import MotionTier
+from service.pipeline.tier import Tier
 from service.preview.frames import FrameDecoder
 from service.preview.protocol import MAX_FRAME_GAP_S, FrameMessage, SessionConfig
 from service.preview.runners import LiveChunk, LiveOnset, create_runner
@@ -94,7 +92,7 @@ class Session:
 class PreviewWorker:
     def __init__(
         self,
-        tier: TierConfig | ContactTier | MotionTier,
+        tier: Tier,
         backend: Backend,
         *,
         max_sessions: int,

@@ -180,7 +180,7 @@ def engine() -> RecordingEngine:
 
 @pytest.fixture
 def app(settings: Settings, engine: RecordingEngine) -> FastAPI:
-    return create_app(settings, engine_loader=lambda _: engine)
+    return create_app(settings, engine_loader=lambda *_: engine)
 
 
 @pytest.fixture
@@ -201,7 +201,7 @@ def live_server(app: FastAPI) -> Iterator[Callable[[], socket.socket]]:
 @pytest.fixture(scope="module")
 def real_client(real_engine, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
     settings = Settings(work_dir=tmp_path_factory.mktemp("work"))
-    app = create_app(settings, engine_loader=lambda _: real_engine)
+    app = create_app(settings, engine_loader=lambda *_: real_engine)
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client, timeout=60)
         yield client

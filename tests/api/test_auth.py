@@ -11,7 +11,7 @@ from tests.api.conftest import upload, wait_ready
 
 def test_a_render_needs_a_valid_key_when_keys_are_set(settings, engine):
     app = create_app(
-        settings.model_copy(update={"api_keys": ["k1"]}), engine_loader=lambda s: engine
+        settings.model_copy(update={"api_keys": ["k1"]}), engine_loader=lambda *_: engine
     )
     with TestClient(app) as client:
         wait_ready(client)
@@ -29,7 +29,7 @@ def test_with_keys_the_api_is_closed_and_only_probes_docs_and_the_page_shell_are
     settings, engine
 ):
     app = create_app(
-        settings.model_copy(update={"api_keys": ["k1"]}), engine_loader=lambda s: engine
+        settings.model_copy(update={"api_keys": ["k1"]}), engine_loader=lambda *_: engine
     )
     with TestClient(app) as client:
         wait_ready(client)

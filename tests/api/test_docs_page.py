@@ -14,7 +14,7 @@ from tests.conftest import uvicorn_server
 
 def test_the_api_docs_work_with_no_way_out(settings: Settings) -> None:
     chromium = chromium_or_skip()
-    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    app = create_app(settings, engine_loader=lambda *_: RecordingEngine())
     elsewhere: list[str] = []
     problems: list[str] = []
     with uvicorn_server(app) as port, sync_playwright() as pw:

@@ -220,7 +220,7 @@ def test_work_files_are_removed_after_the_response(
 
 def test_busy_when_too_many_renders_wait(settings: Settings, engine: RecordingEngine) -> None:
     app = create_app(
-        settings.model_copy(update={"max_queued_renders": 0}), engine_loader=lambda _: engine
+        settings.model_copy(update={"max_queued_renders": 0}), engine_loader=lambda *_: engine
     )
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client)
@@ -273,7 +273,7 @@ def test_renders_are_admitted_by_the_length_they_declare(
     engine.duration_s, engine.windows, engine.window_s = 80.0, 40, 0.02
     app = create_app(
         settings.model_copy(update={"max_rendering_video_s": 100.0, "max_concurrent_renders": 2}),
-        engine_loader=lambda _: engine,
+        engine_loader=lambda *_: engine,
     )
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client)

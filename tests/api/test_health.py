@@ -18,7 +18,7 @@ def test_readyz_is_503_until_the_engine_is_loaded_and_warm(settings: Settings) -
     loaded = threading.Event()
     release_load = threading.Event()
 
-    def slow_loader(_: Settings) -> RecordingEngine:
+    def slow_loader(*_: object) -> RecordingEngine:
         loaded.set()
         assert release_load.wait(timeout=10)
         return engine
@@ -50,7 +50,7 @@ def test_readyz_is_503_until_the_engine_is_loaded_and_warm(settings: Settings) -
 
 
 def test_engine_load_failure_is_reported_not_swallowed(settings: Settings) -> None:
-    def failing_loader(_: Settings) -> RecordingEngine:
+    def failing_loader(*_: object) -> RecordingEngine:
         raise FileNotFoundError("tier 'preview': no config.json")
 
     with TestClient(create_app(settings, engine_loader=failing_loader)) as client:
@@ -105,8 +105,8 @@ def test_tiers_are_listed_and_taken_by_name(settings: Settings, engine: Recordin
     shipped = settings.model_copy(update={"models_dir": SHIPPED_MODELS_DIR})
     loads: list[str] = []
 
-    def loader(s: Settings) -> RecordingEngine:
-        loads.append(s.default_tier)
+    def loader(s: Settings, tier: str, cache: object) -> RecordingEngine:
+        loads.append(tier)
         return engine
 
     with TestClient(create_app(shipped, engine_loader=loader)) as client:
@@ -119,13 +119,15 @@ def test_tiers_are_listed_and_taken_by_name(settings: Settings, engine: Recordin
             "contacts",
             "frames",
         )
-        assert all(t["size_bytes"] > 10_000 and not t["loaded"] for t in tiers.values())
+        assert all(t["size_bytes"] > 10_000 for t in tiers.values())
+        assert {n for n, t in tiers.items() if t["loaded"]} == {shipped.default_tier}
         response = client.post("/v1/foley", params={"tier": "objects"}, files=upload())
         assert response.status_code == 200, response.text
         assert loads == [shipped.default_tier, "objects"]  # loaded on first use
         assert client.post("/v1/foley", data={"tier": "objects"}, files=upload()).is_success
         assert loads == [shipped.default_tier, "objects"]  # and kept
-        assert {t["name"] for t in client.get("/v1/tiers").json() if t["loaded"]} == {"objects"}
+        loaded = {t["name"] for t in client.get("/v1/tiers").json() if t["loaded"]}
+        assert loaded == {shipped.default_tier, "objects"}
         refused = client.post("/v1/foley", params={"tier": "nope"}, files=upload())
         assert (refused.status_code, refused.json()["error"]["code"]) == (422, "unknown_tier")
 
@@ -148,7 +150,7 @@ def test_the_export_upload_is_described_like_the_render_upload(client: TestClien
 
 def test_the_schema_names_the_installed_tiers(settings: Settings, engine: RecordingEngine) -> None:
     shipped = settings.model_copy(update={"models_dir": SHIPPED_MODELS_DIR})
-    spec = create_app(shipped, engine_loader=lambda _: engine).openapi()
+    spec = create_app(shipped, engine_loader=lambda *_: engine).openapi()
     for path, method in (("/v1/foley", "post"), ("/v1/exports", "post")):
         (tier,) = [p for p in spec["paths"][path][method]["parameters"] if p["name"] == "tier"]
         assert tier["schema"]["anyOf"][0]["enum"] == ["export", "motion", "objects", "preview"]

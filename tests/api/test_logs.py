@@ -27,7 +27,7 @@ KEY = "s3cret-key-1"
 def served(settings: Settings) -> Iterator[int]:
     """The app under a real uvicorn configured as `foley serve` configures it (its logging
     included), on an ephemeral port; yields the port."""
-    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    app = create_app(settings, engine_loader=lambda *_: RecordingEngine())
     config = uvicorn_config(app, settings)
     config.log_level = logging.INFO
     with uvicorn_server(app, config=config) as port:

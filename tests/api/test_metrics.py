@@ -35,7 +35,7 @@ def value(found: dict, name: str, **labels: str) -> float:
 
 @pytest.fixture
 def client(settings: Settings, engine: RecordingEngine) -> Iterator[TestClient]:
-    app = create_app(settings, engine_loader=lambda _: engine, cache=MemoryCache(1024**2))
+    app = create_app(settings, engine_loader=lambda *_: engine, cache=MemoryCache(1024**2))
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client)
         yield client

@@ -48,7 +48,7 @@ def cache() -> MemoryCache:
 
 @contextmanager
 def serving(settings: Settings, engine: RecordingEngine, cache: Cache) -> Iterator[TestClient]:
-    app = create_app(settings, engine_loader=lambda _: engine, cache=cache)
+    app = create_app(settings, engine_loader=lambda *_: engine, cache=cache)
     with TestClient(app, raise_server_exceptions=False) as client:
         wait_ready(client)
         yield client
@@ -195,7 +195,7 @@ def test_a_hit_is_answered_while_a_render_holds_the_only_render_slot(
 ) -> None:
     engine = GatedEngine()
     engine.render_gate.set()
-    app = create_app(settings, engine_loader=lambda _: engine, cache=cache)
+    app = create_app(settings, engine_loader=lambda *_: engine, cache=cache)
     with uvicorn_server(app) as port, httpx2.Client(base_url=f"http://127.0.0.1:{port}") as http:
         wait_until(lambda: http.get("/readyz").status_code == 200, 10, "ready")
         assert http.post("/v1/foley", files=upload(CLIP)).headers["x-foley-cache"] == "miss"

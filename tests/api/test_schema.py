@@ -30,7 +30,7 @@ KEY = "schema-key"
 def test_schemathesis_finds_nothing(real_engine, tmp_path: Path) -> None:
     clip = videos.encode_clip(tmp_path / "clip.mp4", frames=15, size=(64, 48)).path
     settings = Settings(api_keys=[KEY], work_dir=tmp_path / "work")
-    app = create_app(settings, engine_loader=lambda _: real_engine)
+    app = create_app(settings, engine_loader=lambda *_: real_engine)
     schemathesis = shutil.which("schemathesis", path=str(Path(sys.executable).parent))
     assert schemathesis is not None, "schemathesis is a dev dependency"
     env = {

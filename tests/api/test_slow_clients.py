@@ -53,7 +53,7 @@ def test_a_slow_upload_is_answered_408_and_dropped(
         update={"upload_idle_timeout_s": 0.5, "upload_min_bytes_per_s": 1000}
     )
     engine = RecordingEngine()
-    with uvicorn_server(create_app(settings, engine_loader=lambda _: engine)) as port:
+    with uvicorn_server(create_app(settings, engine_loader=lambda *_: engine)) as port:
         started = time.monotonic()
         answer = answer_to(port, trickle_s)
         assert time.monotonic() - started < 5
@@ -65,7 +65,7 @@ def test_a_slow_upload_is_answered_408_and_dropped(
 
 def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(settings: Settings) -> None:
     settings = settings.model_copy(update={"request_head_timeout_s": 0.5, "port": 0})
-    app = create_app(settings, engine_loader=lambda _: RecordingEngine())
+    app = create_app(settings, engine_loader=lambda *_: RecordingEngine())
     with uvicorn_server(app, config=uvicorn_config(app, settings)) as port:
         with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
             started, closed = time.monotonic(), False

@@ -92,7 +92,7 @@ def test_chunked_body_over_the_limit_stops_at_the_limit(
     more than the limit (checked between chunks, while the server is writing)."""
     limit = 3 * FLUSH_BYTES  # above the write batch, so data does reach the disk meanwhile
     app = create_app(
-        settings.model_copy(update={"max_upload_bytes": limit}), engine_loader=lambda _: engine
+        settings.model_copy(update={"max_upload_bytes": limit}), engine_loader=lambda *_: engine
     )
     chunk, chunks = 64 * 1024, 4 * limit // (64 * 1024)
     largest_seen = chunks_sent = 0
@@ -143,7 +143,7 @@ def test_file_larger_than_a_write_batch_is_reassembled(
 ) -> None:
     roomy = settings.model_copy(update={"max_upload_bytes": 4 * FLUSH_BYTES})
     data = b"".join(i.to_bytes(4, "little") for i in range(3 * FLUSH_BYTES // 4 + 17))
-    with TestClient(create_app(roomy, engine_loader=lambda _: engine)) as client:
+    with TestClient(create_app(roomy, engine_loader=lambda *_: engine)) as client:
         wait_ready(client)
         response = client.post("/v1/foley", files=upload(data))
     assert response.status_code == 200, response.text
@@ -249,7 +249,7 @@ def test_uploads_past_the_slots_are_refused_before_their_body(
     settings: Settings, engine: RecordingEngine, work_dir: Path
 ) -> None:
     app = create_app(
-        settings.model_copy(update={"max_concurrent_uploads": 2}), engine_loader=lambda _: engine
+        settings.model_copy(update={"max_concurrent_uploads": 2}), engine_loader=lambda *_: engine
     )
     head = multipart_head()
     request = (

@@ -133,7 +133,7 @@ def workers(job_settings, tmp_path) -> Iterator[Workers]:
 
 @pytest.fixture
 def api(job_settings) -> Iterator[TestClient]:
-    app = create_app(job_settings, engine_loader=lambda s: StubEngine())
+    app = create_app(job_settings, engine_loader=lambda *_: StubEngine())
     with TestClient(app) as client:
         yield client
 

@@ -16,9 +16,9 @@ from service.api import create_app
 from service.config import Settings
 from service.errors import MediaError
 from service.jobs import create_job_manager
-from service.jobs.engines import EngineRegistry
 from service.markers import MarkersDocument
 from service.media.loudness import Levelling, Loudness
+from service.pipeline.loading import Engines
 from service.pipeline.types import ContactMarker, RenderResult
 from tests.jobs.conftest import StubEngine, finished, wait_for
 
@@ -29,7 +29,7 @@ class SteppedEngine:
     """Renders in WINDOWS windows, reporting progress after each; while `gate` is clear it
     waits before every window, so a test can hold a job mid-render."""
 
-    tier = SimpleNamespace(name="export", version="test", digest="0" * 16)
+    tier = SimpleNamespace(name="motion", version="test", digest="0" * 16)
 
     def __init__(self) -> None:
         self.gate = threading.Event()
@@ -60,7 +60,7 @@ class SteppedEngine:
         target = options.loudness_lufs
         levelling = None if target is None else Levelling(target, 9.5, 0.0, Loudness(target, -2))
         return RenderResult(output_path, options.format, options.sample_rate, 2.0, 1.0, 30,
-                            "export", "test", {"total": 0.01}, levelling=levelling,
+                            "motion", "test", {"total": 0.01}, levelling=levelling,
                             markers=(ContactMarker(0.25, "impact", 0.1, "metal"),),
                             video_fps=25.0)  # fmt: skip
 
@@ -72,11 +72,11 @@ def engine() -> SteppedEngine:
 
 def client_for(engine: SteppedEngine, **settings) -> TestClient:
     config = Settings(cache_max_bytes=0, **settings)
-    registry = EngineRegistry(config, preloaded={"export": engine})
+    registry = Engines(config, preloaded={config.default_tier: engine})
     app = create_app(
         config,
-        engine_loader=lambda s: StubEngine(),
-        job_manager=lambda s, cache: create_job_manager(s, cache, engines=registry),
+        engine_loader=lambda *_: StubEngine(),
+        job_manager=lambda s, cache, _: create_job_manager(s, cache, registry),
     )
     return TestClient(app)
 
@@ -101,7 +101,7 @@ def test_a_job_is_accepted_runs_and_serves_its_result(api):
     assert response.headers["location"] == f"/v1/exports/{job['id']}"
     assert len(job["id"]) >= 22  # 128 random bits
     assert (job["state"], job["tier"], job["format"], job["sample_rate"]) == (
-        "queued", "export", "flac", 24000,
+        "queued", "motion", "flac", 24000,
     )  # fmt: skip
     done = wait_for(api, job["id"], finished)
     assert done["state"] == "succeeded" and done["progress"] == 1.0
@@ -215,10 +215,10 @@ def test_export_jobs_are_in_the_metrics(api, engine):
     wait_for(api, post(api).json()["id"], finished)
     after = api.get("/metrics").text
     assert "foley_export_jobs_active 0.0" in after
-    assert 'foley_export_attempts_total{tier="export"} 2.0' in after
+    assert 'foley_export_attempts_total{tier="motion"} 2.0' in after
     assert 'foley_export_jobs_finished_total{code="",state="succeeded"} 1.0' in after
     assert 'foley_export_jobs_finished_total{code="no_video",state="failed"} 1.0' in after
-    assert 'foley_export_render_duration_seconds_count{tier="export"} 2.0' in after
+    assert 'foley_export_render_duration_seconds_count{tier="motion"} 2.0' in after
 
 
 def test_a_job_that_fails_says_why(api, engine):

@@ -33,8 +33,8 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def reference_engine():
-    """The export tier in this process: what every job's result must equal."""
-    engine = FoleyEngine.load(Settings(default_tier="export", cache_max_bytes=0))
+    """The default tier in this process: what every job's result must equal."""
+    engine = FoleyEngine.load(Settings(cache_max_bytes=0))
     engine.warmup()
     return engine
 
@@ -88,7 +88,7 @@ def test_a_job_runs_on_a_worker_and_equals_a_local_render(
     port = workers.metrics_ports[0]
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
     text = metrics.decode()
-    assert 'foley_export_attempts_total{tier="export"} 1.0' in text
+    assert 'foley_export_attempts_total{tier="motion"} 1.0' in text
     assert 'foley_export_jobs_finished_total{code="",state="succeeded"} 1.0' in text
 
 
@@ -141,7 +141,7 @@ def test_fifty_concurrent_submissions_all_complete_once(
     workers.start()
     # Sixteen at once: the queue is under test here, not the upload slots.
     settings = job_settings.model_copy(update={"max_concurrent_uploads": 16})
-    with TestClient(create_app(settings, engine_loader=lambda s: StubEngine())) as api:
+    with TestClient(create_app(settings, engine_loader=lambda *_: StubEngine())) as api:
         _fifty_submissions(api, clip_factory, storage)
 
 
@@ -276,7 +276,7 @@ def test_a_killed_worker_s_job_goes_back_to_the_queue_after_its_lease(
     """The whole `foley worker` killed (its message is unacked until the visibility timeout,
     over an hour): the job's lease runs out and the sweep hands it to the next worker."""
     settings = job_settings.model_copy(update={"export_lease_s": 2.0})
-    with TestClient(create_app(settings, engine_loader=lambda s: StubEngine())) as api:
+    with TestClient(create_app(settings, engine_loader=lambda *_: StubEngine())) as api:
         first = workers.start()
         job_id = submit(api, clip_factory(1800)).json()["id"]
         wait_for(api, job_id, lambda j: j["state"] == "running" and j["progress"] > 0)

@@ -8,7 +8,7 @@ import torch
 from engines.export.onnx_export import export_tier
 from engines.models.checkpoint import save_checkpoint
 from service.pipeline.backends.base import Backend, create_backend
-from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.contract import TierConfig, load_frames_tier
 from tests.conftest import TINY_MODEL
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
@@ -25,7 +25,7 @@ def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
     root = tmp_path_factory.mktemp("models")
     checkpoint = save_checkpoint(root / "tiny.pt", cfg, encoder, generator, vocoder)
     export_tier(checkpoint, root / "tiny")
-    return load_tier(root, "tiny")
+    return load_frames_tier(root, "tiny")
 
 
 @pytest.fixture(scope="session")

@@ -10,17 +10,14 @@ import pytest
 
 from service.config import Settings
 from service.pipeline.backends.base import Backend
-from service.pipeline.contacts.tier import is_contact_tier
-from service.pipeline.contract import TierConfig, load_tier
-from service.pipeline.motion.tier import is_motion_tier
+from service.pipeline.contract import TierConfig, load_frames_tier
 from service.pipeline.streaming import initial_state
+from service.pipeline.tier import load_tier
 from tests.pipeline.conftest import SHIPPED
 
 ALL_TIERS = sorted(p.name for p in SHIPPED.iterdir() if (p / "config.json").is_file())
 SHIPPED_TIERS = [  # the frame-rate tiers: contacts and motion tiers state their own contracts
-    name
-    for name in ALL_TIERS
-    if not is_contact_tier(SHIPPED, name) and not is_motion_tier(SHIPPED, name)
+    name for name in ALL_TIERS if load_tier(SHIPPED, name).kind == "frames"
 ]
 
 
@@ -30,7 +27,7 @@ def test_a_preview_tier_ships() -> None:
 
 @pytest.mark.parametrize("name", SHIPPED_TIERS)
 def test_shipped_graphs_match_their_config(name: str) -> None:
-    tier = load_tier(SHIPPED, name)
+    tier = load_frames_tier(SHIPPED, name)
     assert tier.mels_per_frame * tier.hop * tier.fps == tier.sample_rate
     for stage in tier.stages:
         session = ort.InferenceSession(str(tier.path / stage.file))
@@ -110,11 +107,11 @@ def test_the_digest_follows_the_weights_not_the_version(tmp_path):
     shipped = Settings().models_dir / "preview"
     copy = tmp_path / "preview"
     shutil.copytree(shipped, copy)
-    same = load_tier(tmp_path, "preview")
-    assert same.digest == load_tier(shipped.parent, "preview").digest
+    same = load_frames_tier(tmp_path, "preview")
+    assert same.digest == load_frames_tier(shipped.parent, "preview").digest
     graph = copy / same.vocoder.file
     data = bytearray(graph.read_bytes())
     data[-1] ^= 1  # retrained weights, the version unchanged
     graph.write_bytes(bytes(data))
-    retrained = load_tier(tmp_path, "preview")
+    retrained = load_frames_tier(tmp_path, "preview")
     assert retrained.version == same.version and retrained.digest != same.digest

@@ -15,12 +15,13 @@ import torch
 from engines.eval import precision
 from engines.eval.sync import read_audio
 from engines.models.mel import LogMel
-from service.config import Settings
+from service.config import SHIPPED_MODELS_DIR, Settings
 from service.errors import BackendUnavailable, DeviceOutOfMemory
 from service.pipeline.backends.base import backend_present, create_backend
 from service.pipeline.backends.cuda import CudaBackend
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.loading import load_engine
+from service.pipeline.tier import load_tier
 from service.pipeline.types import RenderOptions
 from tests.media import videos
 
@@ -43,8 +44,8 @@ def render(engine: FoleyEngine, clip: Path, out: Path) -> tuple[np.ndarray, list
 def test_a_render_on_the_cuda_backend_is_the_cpu_backends(
     tier: str, clip: Path, tmp_path: Path
 ) -> None:
-    settings = Settings(default_tier=tier, window_memo=False)
-    reference = load_engine(settings)
+    settings = Settings(window_memo=False)
+    reference = load_engine(settings, tier)
     fp32 = CudaBackend(reference.tier, device="cpu", precision={})  # a stage not named: fp32
     on_torch = FoleyEngine(settings, reference.tier, fp32)
     assert fp32.info().precision == dict.fromkeys([s.name for s in reference.tier.stages], "fp32")
@@ -62,8 +63,8 @@ def test_the_precision_each_tier_chose_keeps_its_track(
     """The tolerance docs/gpu.md states, with the instrument that chose the precisions: the
     log-mel distance (engines.eval.quality) and the onsets (engines.eval.onsets, 2 ms). Reduced
     precision on the CPU device stands in for the GPU's: the same rounding of the formats."""
-    settings = Settings(default_tier=tier, window_memo=False)
-    reference = load_engine(settings)
+    settings = Settings(window_memo=False)
+    reference = load_engine(settings, tier)
     assert set(reference.tier.gpu_precision.values()) & {"fp16", "bf16"}  # something to check
     on_torch = FoleyEngine(settings, reference.tier, CudaBackend(reference.tier, device="cpu"))
     expected, _ = render(reference, clip, tmp_path / "cpu.wav")
@@ -76,7 +77,7 @@ def test_the_precision_each_tier_chose_keeps_its_track(
 
 def test_each_stage_runs_in_the_precision_its_tier_chose() -> None:
     for name in ("motion", "preview", "export", "objects"):
-        tier = load_engine(Settings(default_tier=name)).tier
+        tier = load_tier(SHIPPED_MODELS_DIR, name)
         backend = CudaBackend(tier, device="cpu")
         assert backend.info().precision == {
             s.name: tier.gpu_precision.get(s.name, "fp32") for s in tier.stages
@@ -87,7 +88,7 @@ def test_each_stage_runs_in_the_precision_its_tier_chose() -> None:
 
 
 def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
-    tier = load_engine(Settings()).tier
+    tier = load_tier(SHIPPED_MODELS_DIR, Settings().default_tier)
     if backend_present("cuda"):
         assert create_backend("cuda", tier).info().name == "cuda"
         return
@@ -100,7 +101,7 @@ def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
 
 
 def test_running_out_of_device_memory_fails_the_call_with_a_clear_error(monkeypatch) -> None:
-    tier = load_engine(Settings()).tier
+    tier = load_tier(SHIPPED_MODELS_DIR, Settings().default_tier)
     backend = CudaBackend(tier, device="cpu")
     stage = tier.stages[-1].name
 

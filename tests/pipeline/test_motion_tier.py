@@ -15,7 +15,8 @@ from engines.motion.model import ContactHead
 from service.config import Settings
 from service.pipeline.backends.onnxruntime import OnnxRuntimeBackend
 from service.pipeline.motion.synth import MotionSynth
-from service.pipeline.motion.tier import MotionTier, is_motion_tier, load_motion_tier
+from service.pipeline.motion.tier import MotionTier, load_motion_tier
+from service.pipeline.tier import load_tier
 from tests.pipeline.test_motion import scene, texture
 
 
@@ -59,7 +60,7 @@ def render(tier: MotionTier, pieces: list[slice]) -> tuple[np.ndarray, list]:
 
 
 def test_the_exported_tier_loads_with_its_contract(tier_dir, tier):
-    assert is_motion_tier(tier_dir, "motion")
+    assert isinstance(load_tier(tier_dir, "motion"), MotionTier)
     assert (tier.width, tier.height, tier.sample_rate) == (320, 180, 48000)
     assert tier.head.inputs["windows"] == ["B", 28, 45, 80]
     assert tier.settings.offset_s == pytest.approx(-0.004)

@@ -7,7 +7,7 @@ import onnx
 
 from engines.export.quantize import quantize_tier
 from service.pipeline.backends.base import Backend, create_backend
-from service.pipeline.contract import TierConfig, load_tier
+from service.pipeline.contract import TierConfig, load_frames_tier
 from service.pipeline.preprocess import ModelFrames
 from service.pipeline.streaming import synthesize_clip
 
@@ -16,7 +16,7 @@ def test_int8_tier_keeps_the_contract_and_the_sound(
     tiny_tier: TierConfig, tiny_backend: Backend, tmp_path
 ) -> None:
     target = quantize_tier(tiny_tier.path, tmp_path / "tiny-int8", clips=1)
-    tier = load_tier(target.parent, target.name)
+    tier = load_frames_tier(target.parent, target.name)
     assert tier.name == "tiny-int8"
     for stage in ("encoder", "generator"):
         ops = {node.op_type for node in onnx.load(str(target / f"{stage}.onnx")).graph.node}

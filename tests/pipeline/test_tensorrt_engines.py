@@ -14,7 +14,7 @@ import pytest
 
 from service.config import Settings
 from service.pipeline.backends import tensorrt as trt_backend
-from service.pipeline.contract import load_tier
+from service.pipeline.contract import load_frames_tier
 
 
 class FakeTensorRT:
@@ -87,7 +87,7 @@ def tier(tmp_path: Path):
     shipped = Settings().models_dir / "preview"
     copy = tmp_path / "models" / "preview"
     shutil.copytree(shipped, copy)
-    return load_tier(tmp_path / "models", "preview")
+    return load_frames_tier(tmp_path / "models", "preview")
 
 
 def test_every_graph_input_gets_a_profile_from_the_contract(tier) -> None:

@@ -26,7 +26,7 @@ def _ready(url: str) -> bool:
 def live_service(real_engine) -> Iterator[str]:
     """The app with the shipped model under a real uvicorn on an ephemeral port (API key
     "k1"); yields its http:// base URL once the model is ready."""
-    app = create_app(Settings(api_keys=["k1"]), engine_loader=lambda _: real_engine)
+    app = create_app(Settings(api_keys=["k1"]), engine_loader=lambda *_: real_engine)
     with uvicorn_server(app) as port:
         deadline = time.monotonic() + 30
         while not _ready(f"http://127.0.0.1:{port}/readyz"):

@@ -34,7 +34,7 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 
 
 def _client(frames_engine, **settings) -> TestClient:
-    app = create_app(Settings(**settings), engine_loader=lambda _: frames_engine)
+    app = create_app(Settings(**settings), engine_loader=lambda *_: frames_engine)
     return TestClient(app, raise_server_exceptions=False)
 
 

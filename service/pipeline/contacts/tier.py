@@ -78,6 +78,14 @@ class ContactTier:
         return True
 
     @property
+    def model_fps(self) -> None:
+        return None
+
+    @property
+    def lookahead_frames(self) -> int:
+        return self.head_config.lookahead + 2
+
+    @property
     def materials(self) -> tuple[str, ...]:
         return tuple(v.material for v in self.renderer.voices)
 
@@ -110,11 +118,6 @@ def renderer_spec(render: dict) -> RendererSpec:
 
 def _stage(name: str, raw: dict) -> StageSpec:
     return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
-
-
-def is_contact_tier(models_dir: Path, tier: str) -> bool:
-    config = Path(models_dir) / tier / "config.json"
-    return config.is_file() and json.loads(config.read_text()).get("kind") == KIND
 
 
 def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> ContactTier:

@@ -24,7 +24,7 @@ from service.pipeline.motion.detector import MotionDetector
 from service.pipeline.motion.events import Peak
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.streaming import StageTimer
-from service.pipeline.types import ContactMarker
+from service.pipeline.types import ContactMarker, ReuseStats
 
 MAX_IMPULSE = 20.0  # N s: a strength the head reads this far above its reference is clipped
 
@@ -51,6 +51,7 @@ class MotionSynth:
         self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
         self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
         self.t0: float | None = None
+        self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.fired: list[FiredEvent] = []
         self.frames = 0
         self._last_s = -math.inf

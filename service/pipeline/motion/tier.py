@@ -21,6 +21,7 @@ from pathlib import Path
 
 from service.pipeline.contacts.tier import RendererSpec, renderer_spec
 from service.pipeline.contract import StageSpec, _digest
+from service.pipeline.motion.window import AHEAD
 
 KIND = "motion"
 
@@ -59,16 +60,19 @@ class MotionTier:
         return True
 
     @property
+    def model_fps(self) -> None:
+        return None
+
+    @property
+    def lookahead_frames(self) -> int:
+        return AHEAD
+
+    @property
     def materials(self) -> tuple[str, ...]:
         return tuple(v.material for v in self.renderer.voices)
 
     def num_samples(self, duration_s: float) -> int:
         return round(duration_s * self.sample_rate)
-
-
-def is_motion_tier(models_dir: Path, tier: str) -> bool:
-    config = Path(models_dir) / tier / "config.json"
-    return config.is_file() and json.loads(config.read_text()).get("kind") == KIND
 
 
 def load_motion_tier(models_dir: Path, tier: str) -> MotionTier:
