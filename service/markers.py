@@ -10,8 +10,9 @@ falls in, formatted by OpenTimelineIO.
 
 JSON (`MarkersDocument`, version 1): the video (file, timecode rate, drop-frame, start offset,
 duration), the Foley track's file, the tier and model version, and one entry per contact: time
-in seconds, timecode, kind (`impact`; `roll_*` / `slide_*` are reserved for tiers that voice
-rolling and sliding as events), strength (the impulse in N s the tier voiced it at, or null)
+in seconds, timecode, kind (`impact`, or where rolling or sliding starts and ends:
+`roll_start` ... `roll_end`, `slide_start` ... `slide_end`), strength (the impulse in N s the
+tier voiced it at, or null)
 and material (or null). CSV: the contacts' columns, one row each. OpenTimelineIO: a timeline
 with the source clip on a video track and the Foley track on an audio track, starting at the
 video's start timecode, and a marker per contact (one frame long; the entry's fields under

@@ -1,7 +1,8 @@
 """Export the contact head to a `motion` tier folder the service runs (service.pipeline.motion):
 
     head.onnx     windows [B, WINDOW * CHANNELS, H / 4, W / 4] -> probability, u, strength
-                  [B, H / 8, W / 8], material [B, M, H / 8, W / 8] (probabilities)
+                  [B, H / 8, W / 8], material [B, M, H / 8, W / 8] (probabilities); a head that
+                  reads gliding (the rule) also glide, slowing, glide_x and glide_y [B]
     config.json   kind "motion": picture size, the head's settings, the renderer's voices
 
     python -m engines.motion.export (--checkpoint runs/motion/head.pt | --rule)
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 VERSION = "0.1.0"
 OUTPUTS = ("probability", "u", "strength", "material")
+# [B]: the interval's gliding speed, its slowing and its heading (a unit vector)
+GLIDE_OUTPUTS = ("glide", "slowing", "glide_x", "glide_y")
 SAMPLE_RATE = 48000
 # The head's log strength of a typical contact, rendered at an impulse of 1 N s (a trained head's
 # scale is engines.motion.data.strength_of; the rule's, the log of the velocity lost over 5 x 5
@@ -57,6 +60,7 @@ class _Served(nn.Module):
             out["u"][:, 0],
             out["strength"][:, 0],
             torch.softmax(out["material"], dim=1),
+            *(out[name] for name in GLIDE_OUTPUTS if name in out),
         )
 
 
@@ -75,13 +79,16 @@ def export(
     h2, w2 = (h + 1) // 2, (w + 1) // 2
     windows = torch.zeros(2, WINDOW * CHANNELS, h, w)
     with torch.no_grad():
+        glides = all(name in head.eval()(windows) for name in GLIDE_OUTPUTS)
+    outputs = OUTPUTS + (GLIDE_OUTPUTS if glides else ())
+    with torch.no_grad():
         torch.onnx.export(
             _Served(head.eval()),
             (windows,),
             str(out / "head.onnx"),
             input_names=["windows"],
-            output_names=list(OUTPUTS),
-            dynamic_axes={n: {0: "B"} for n in ("windows", *OUTPUTS)},
+            output_names=list(outputs),
+            dynamic_axes={n: {0: "B"} for n in ("windows", *outputs)},
             opset_version=OPSET,
             dynamo=False,
         )
@@ -100,6 +107,7 @@ def export(
                     "u": ["B", h2, w2],
                     "strength": ["B", h2, w2],
                     "material": ["B", len(MATERIALS), h2, w2],
+                    **({name: ["B"] for name in GLIDE_OUTPUTS} if glides else {}),
                 },
                 "config": {
                     "threshold": threshold,

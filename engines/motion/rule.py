@@ -22,6 +22,14 @@ than the interval before and the one after lose (one contact, one interval: a sw
 round over several intervals never peaks sharply), at one place, the cell that lost the most,
 with probability sigmoid((score - threshold_px) / spread_px). Strength is the log of the loss
 summed over 5 x 5 blocks (how much moved, how fast); material is not known (uniform).
+
+Gliding (rolling, sliding, anything carried smoothly along): a block that moves through the
+interval as it moved into it and moves on out of it (within a third of its speed both ways,
+above GLIDE_FLOOR) glides. The interval's glide is the mean speed of its fastest gliding blocks
+(at least two of them, else none), its slowing the speed those blocks lose per 1/30 s, as a
+share of it (a body sliding on friction slows by several per cent, a rolling one hardly at
+all), and its heading that of all its gliding blocks' motion summed (what a glide is:
+service.pipeline.motion.layer).
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ STRONGEST = 4  # blocks: an interval's loss is that of the few that lost the mos
 CHANGE_FLOOR = 0.08
 NOT_A_PEAK = -30.0  # logit
 EPS = 1e-3
+GLIDE_FLOOR = 1.0  # px per 1/30 s: slower motion is the flow's own noise
+KEPT = 0.7  # the least share of its speed a gliding block carries in and carries on
 
 
 @dataclass(frozen=True)
@@ -110,6 +120,42 @@ def velocity_loss(before: _Seen, during: _Seen, after: _Seen) -> tuple[torch.Ten
     return loss * real.to(loss.dtype), u
 
 
+def glide(before: _Seen, during: _Seen, after: _Seen) -> dict[str, torch.Tensor]:
+    """speed, slowing and direction (x, y) [B] of the interval `during`'s gliding blocks (the
+    module docstring); all zero where too few glide."""
+    v = during.moving
+    _, _, h, w = v.shape
+    speed = torch.sqrt(v[:, 0:1] ** 2 + v[:, 1:2] ** 2)
+    direction = v / (speed + EPS)
+    xs, ys = _grid(h, w, v)
+    back = v * before.length / FACTOR  # where each block was when `before` began
+    on = v * during.length / FACTOR  # and where it is when `after` begins
+    came, _ = _along(before.flow, direction, xs - back[:, 0], ys - back[:, 1])
+    goes, _ = _along(after.flow, direction, xs + on[:, 0], ys + on[:, 1])
+    low, high = KEPT * speed, speed / KEPT
+    steady = (came >= low) & (came <= high) & (goes >= low) & (goes <= high)
+    gliding = steady & (speed >= GLIDE_FLOOR)
+    value = (speed * gliding.to(speed.dtype)).flatten(1)
+    top, index = torch.topk(value, STRONGEST, dim=1)
+    counted = (top > 0).to(top.dtype)
+    n = counted.sum(dim=1)
+    # per 1/30 s, as a share of the speed: the same numbers at any frame rate
+    slowing = ((came - goes) / (2 * speed * during.length + EPS)).flatten(1).gather(1, index)
+    enough = (n >= 2).to(top.dtype)
+    mean_speed = top.sum(dim=1) / torch.clamp(n, min=1.0) * enough
+    mean_slowing = (slowing * counted).sum(dim=1) / torch.clamp(n, min=1.0) * enough
+    # The heading of all the gliding blocks' motion together: a rolling body's spin cancels
+    # out over its face, leaving the way it goes.
+    heading = (v * gliding.to(v.dtype)).sum(dim=(2, 3))
+    heading = heading / (torch.sqrt((heading**2).sum(dim=1, keepdim=True)) + EPS)
+    return {
+        "glide": mean_speed,
+        "slowing": mean_slowing,
+        "glide_x": heading[:, 0] * enough,
+        "glide_y": heading[:, 1] * enough,
+    }
+
+
 class VelocityLossHead(nn.Module):
     def __init__(self, threshold_px: float = 10.0, spread_px: float = 2.0, materials: int = 7):
         super().__init__()
@@ -146,6 +192,7 @@ class VelocityLossHead(nn.Module):
             "u": u_cell,
             "strength": strength,
             "material": torch.zeros(b, self.materials, h2, w2, dtype=x.dtype, device=x.device),
+            **glide(seen[k - 1], seen[k], seen[k + 1]),
         }
 
 

@@ -84,5 +84,6 @@ class RenderResult:
 
     @property
     def events_s(self) -> tuple[float, ...]:
-        """When each contact sound starts, in seconds from the track's start."""
-        return tuple(m.time_s for m in self.markers)
+        """When each impact's attack is, in seconds from the track's start (rolling and
+        sliding fade in: their markers say when the motion began, not where a sound attacks)."""
+        return tuple(m.time_s for m in self.markers if m.kind == "impact")

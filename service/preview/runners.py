@@ -197,6 +197,7 @@ def events_chunk(synth: ContactSynth | MotionSynth, run, rate: int) -> LiveChunk
     """The audio `run` makes and the onsets inside it: an event is decided before its samples
     are final, so its onset goes out with the chunk that holds its first sample."""
     start = synth.renderer.taken
+    marked = len(synth.layer.markers) if isinstance(synth, MotionSynth) else 0
     audio = list(run())  # a live stream's gaps are bounded (protocol.MAX_FRAME_GAP_S)
     end = synth.renderer.taken
     onsets = [
@@ -204,5 +205,9 @@ def events_chunk(synth: ContactSynth | MotionSynth, run, rate: int) -> LiveChunk
         for f, n in ((f, int(np.ceil(f.event.time_s * rate - 1e-9))) for f in synth.fired[-64:])
         if start <= n < end
     ]
+    if isinstance(synth, MotionSynth):  # rolling and sliding: made once their kind is known
+        onsets += [
+            LiveOnset(int(np.ceil(m.time_s * rate - 1e-9)), m) for m in synth.layer.markers[marked:]
+        ]
     onsets.sort(key=lambda o: o.sample)
     return LiveChunk(np.concatenate([np.zeros(0, np.float32), *audio]), onsets)

@@ -446,8 +446,15 @@ def test_the_default_tier_streams_its_offline_track(real_engine, tmp_path: Path)
     streamed = got.samples
     assert len(streamed) == len(offline)
     np.testing.assert_allclose(streamed, offline, atol=tolerance)
-    onsets = [e["sample"] for e in got.of("onset")]
-    assert onsets and onsets == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]
+    impacts = [e["sample"] for e in got.of("onset") if e["kind"] == "impact"]
+    assert impacts == [int(np.ceil(t * 48000 - 1e-9)) for t in sorted(result.events_s)]
+    # Rolling and sliding: the offline render's markers, each sent once judged a glide.
+    glides = sorted((e["time_s"], e["kind"]) for e in got.of("onset") if e["kind"] != "impact")
+    expected = [(m.time_s, m.kind) for m in result.markers if m.kind != "impact"]
+    assert len(glides) == len(expected)
+    pairs = zip(glides, expected, strict=True)
+    assert all(k == m and t == pytest.approx(u, abs=1 / 48000) for (t, k), (u, m) in pairs)
+    assert impacts or glides
 
 
 def test_sessions_and_their_chunks_are_counted(client) -> None:

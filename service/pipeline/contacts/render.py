@@ -14,6 +14,9 @@ came from) damps that source's rings from its attack on, to CONTACT_DAMPING with
 bouncing metal object is heard as a run of strikes, not as one ring growing louder, which
 repeated impacts summed on one undamped resonator would make.
 
+A continuous layer (`layer`: rolling and sliding, service.pipeline.motion.layer) is mixed in
+before the limiter.
+
 Streaming: `add` an event once it is decided, `take(n)` the next n samples. The renderer keeps
 the not-yet-taken part of the rings it has started (at most max_ring_s long), so memory is
 bounded whatever the clip's length. The sound of an event depends only on the event and its
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
@@ -71,9 +75,15 @@ def emit(
         yield chunk
 
 
+class Layer(Protocol):
+    def take(self, n: int) -> np.ndarray: ...
+
+
 class EventRenderer:
-    def __init__(self, spec: RendererSpec, sample_rate: int, *, seed: int = 0) -> None:
-        self.spec, self.sample_rate, self.seed = spec, sample_rate, seed
+    def __init__(
+        self, spec: RendererSpec, sample_rate: int, *, seed: int = 0, layer: Layer | None = None
+    ) -> None:
+        self.spec, self.sample_rate, self.seed, self.layer = spec, sample_rate, seed, layer
         self.taken = 0  # samples handed out
         # Per source: its samples from `taken` on, of the events started so far.
         self.pending: dict[int, np.ndarray] = {}
@@ -107,7 +117,7 @@ class EventRenderer:
 
     def take(self, n: int) -> np.ndarray:
         """The next n samples, float32, scaled and soft-limited."""
-        out = np.zeros(n)
+        out = np.zeros(n) if self.layer is None else self.layer.take(n)
         for source, pending in list(self.pending.items()):
             m = min(n, len(pending))
             out[:m] += pending[:m]

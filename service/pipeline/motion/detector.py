@@ -10,8 +10,10 @@ after it, k + 1 + AHEAD, is in. A shot cut decides what the last shot held back 
 after it, and the new shot starts with no motion; `finish()` does the same at the stream's end.
 
 `head` runs the contact head on a batch of windows [B, WINDOW * CHANNELS, h, w] and answers
-probability [B, h2, w2], u [B, h2, w2], strength [B, h2, w2], material [B, M, h2, w2]: an ONNX
-Runtime session in the service, the torch model in training's own evaluation.
+probability [B, h2, w2], u [B, h2, w2], strength [B, h2, w2], material [B, M, h2, w2], and,
+from a head that reads gliding, glide, slowing, glide_x and glide_y [B]: an ONNX Runtime
+session in the service, the torch model in training's own evaluation. Each decided interval's
+glide waits in `glides` for the caller to take (`take_glides`).
 
 Deterministic; one per stream; not thread-safe.
 """
@@ -26,6 +28,7 @@ import numpy as np
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.motion.events import EventPicker, HeadMaps, Peak
 from service.pipeline.motion.flow import Interval, MotionField
+from service.pipeline.motion.layer import Glide
 from service.pipeline.motion.window import AHEAD, BACK, stack, window
 
 HeadFn = Callable[[np.ndarray], dict[str, np.ndarray]]
@@ -51,6 +54,7 @@ class MotionDetector:
         self.picker = EventPicker(threshold)
         self.shot = _Shot()
         self._last_s = 0.0
+        self.glides: list[Glide] = []
 
     @property
     def undecided_s(self) -> float:
@@ -76,6 +80,11 @@ class MotionDetector:
 
     def finish(self) -> list[Peak]:
         return self._flush()
+
+    def take_glides(self) -> list[Glide]:
+        """The decided intervals' glides since the last call, in time order."""
+        glides, self.glides = self.glides, []
+        return glides
 
     def _add(self, interval: Interval) -> None:
         shot = self.shot
@@ -104,4 +113,8 @@ class MotionDetector:
                 out["probability"][i], out["u"][i], out["strength"][i], out["material"][i]
             )
             found += self.picker.decide(maps, *shot.times[j])
+            if "glide" in out:
+                speed, slowing = float(out["glide"][i]), float(out["slowing"][i])
+                heading = (float(out["glide_x"][i]), float(out["glide_y"][i]))
+                self.glides.append(Glide(*shot.times[j], speed, slowing, heading))
         return found

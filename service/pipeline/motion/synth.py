@@ -1,8 +1,9 @@
 """Frames at their own times in, contact sounds out: the `motion` tier's stream.
 
-    frames -> MotionDetector (cuts, flow, windows, contact head, events)
+    frames -> MotionDetector (cuts, flow, windows, contact head, events, glides)
            -> events (time + the tier's offset, impulse from the head's strength, material)
-           -> EventRenderer (each attack on its sample)
+              and glides (rolling and sliding: GlideLayer)
+           -> EventRenderer (each attack on its sample, the layer mixed in)
 
 Interval k is decided once frame k + 1 + AHEAD is in; its contacts happen inside it, so once a
 frame is in, the audio before the start of the oldest interval still undecided (plus the
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.render import Event, EventRenderer, emit
 from service.pipeline.motion.detector import MotionDetector
 from service.pipeline.motion.events import Peak
+from service.pipeline.motion.layer import GlideLayer
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.streaming import StageTimer
 from service.pipeline.types import ContactMarker, ReuseStats
@@ -49,7 +51,8 @@ class MotionSynth:
         self.tier, self.backend = tier, backend
         self.timer = timer or StageTimer()
         self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
-        self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        self.layer = GlideLayer(tier.sample_rate)
+        self.renderer = EventRenderer(tier.renderer, tier.sample_rate, layer=self.layer)
         self.t0: float | None = None
         self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.fired: list[FiredEvent] = []
@@ -58,7 +61,9 @@ class MotionSynth:
 
     @property
     def markers(self) -> tuple[ContactMarker, ...]:
-        return tuple(self._marker(f) for f in sorted(self.fired, key=lambda f: f.event.time_s))
+        """Impacts, and the starts and ends of rolling and sliding, in time order."""
+        impacts = [self._marker(f) for f in self.fired]
+        return tuple(sorted(impacts + self.layer.markers, key=lambda m: m.time_s))
 
     def marker_of(self, event: Event) -> ContactMarker:
         """The marker of a fired event (live onsets ask for recent ones: searched from the end)."""
@@ -84,6 +89,7 @@ class MotionSynth:
             with self.timer("preprocess"):
                 peaks = self.detector.push(float(t), frame)
             self._fire(peaks)
+            self._glide()
             self.frames += 1
         return self._emit(self.detector.undecided_s + min(0.0, self.tier.settings.offset_s))
 
@@ -91,6 +97,8 @@ class MotionSynth:
         """Decide what the lookahead held back and yield the rest of the track, which ends at
         `duration_s` after the first frame."""
         self._fire(self.detector.finish())
+        self._glide()
+        self.layer.finish(duration_s)
         yield from self._emit(duration_s, last=True)
 
     def _head(self, windows: np.ndarray) -> dict[str, np.ndarray]:
@@ -109,6 +117,12 @@ class MotionSynth:
             event = Event(time_s, impulse, material)
             self.fired.append(FiredEvent(event, peak, named))
             self.renderer.add(event)
+
+    def _glide(self) -> None:
+        offset = self.tier.settings.offset_s
+        for g in self.detector.take_glides():
+            start, end = max(0.0, g.start_s + offset), max(0.0, g.end_s + offset)
+            self.layer.add(replace(g, start_s=start, end_s=end))
 
     def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
         """The audio up to `until_s`, a second at most at a time: a long gap between two
