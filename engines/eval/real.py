@@ -15,7 +15,8 @@ Any `Detector` can be measured; `tier_detector` renders with a tier of the servi
   the F1 of clean clicks at every fired time, detected back (events closer together than the
   onset detector separates count as one).
 Scores (engines.eval.realclips): F1 at +-50 and +-100 ms, macro over the scored positives, the
-median offset of their +-100 ms matches, the chance row, and onsets per minute on negatives.
+median offset of their +-100 ms matches, the chance row, onsets per minute on negatives, and for
+the rendered source whether the Foley's hits are loud where the clip's own are (LevelFollowing).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import tempfile
 import time
 import wave
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -43,6 +45,7 @@ from engines.eval.realclips import (
     Report,
     Source,
     detect,
+    levels,
     load_clips,
     score_detections,
 )
@@ -144,6 +147,7 @@ def summary_table(reports: Sequence[Report]) -> str:
         "onsets/min on negatives",
         "median offset ms",
         "click ceiling",
+        "level rho (pairs)",
     ]
     rows = [
         [
@@ -154,12 +158,13 @@ def summary_table(reports: Sequence[Report]) -> str:
             _num(r.negatives_per_min, ".1f"),
             _num(r.offset_ms, "+.1f"),
             _num(r.click_ceiling),
+            "-" if r.levels is None else f"{_num(r.levels.rho)} ({r.levels.pairs})",
         ]
         for r in reports
     ]
     chance = reports[0].chance
     random = f"random x{chance.seeds}"
-    rows.append(["chance", random, _num(chance.f1_50ms), _num(chance.f1_100ms), "-", "-", "-"])
+    rows.append(["chance", random, _num(chance.f1_50ms), _num(chance.f1_100ms), *["-"] * 4])
     return table(header, rows, left=2)
 
 
@@ -184,7 +189,11 @@ def measure(
     reports = []
     for label, detector in detectors.items():
         detections = detect(detector, clips, label=label)
-        reports += [score_detections(clips, detections, s, label=label) for s in sources]
+        for source in sources:
+            report = score_detections(clips, detections, source, label=label)
+            if source == "rendered":
+                report = replace(report, levels=levels(clips, detections))
+            reports.append(report)
     return reports
 
 

@@ -26,7 +26,8 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets
+from engines.eval.onsets import OnsetScore, combined, detect_onsets, match_onsets, matched_pairs
+from engines.eval.quality import onset_levels, rank_correlation
 
 log = logging.getLogger(__name__)
 
@@ -191,6 +192,9 @@ class Report:
     chance: Chance
     # rendered: F1 (+-50 ms, over all clips) of clean clicks at every fired time, detected back
     click_ceiling: float | None = None
+    # rendered, where the clips' own sound was read: whether the Foley's hits are loud where the
+    # clip's own are (`levels`)
+    levels: LevelFollowing | None = None
 
     @property
     def scored(self) -> list[ClipScore]:
@@ -299,14 +303,63 @@ def score_detections(
     if source not in SOURCES:
         raise ValueError(f"source {source!r} is not one of {', '.join(SOURCES)}")
     onsets = [_onsets(clip, d, source) for clip, d in zip(clips, detections, strict=True)]
-    ceiling = click_ceiling(clips, detections) if source == "rendered" else None
     return Report(
         label=label,
         source=source,
         clips=tuple(score_clip(c, o) for c, o in zip(clips, onsets, strict=True)),
         chance=chance(clips),
-        click_ceiling=ceiling,
+        click_ceiling=click_ceiling(clips, detections) if source == "rendered" else None,
     )
+
+
+@dataclass(frozen=True)
+class LevelFollowing:
+    """Spearman's rho between the level of each matched (+-100 ms) Foley onset and that of the
+    clip's own onset it matched, over the scored positives, each side's levels taken relative to
+    its clip's median (a recording's gain and the render's loudness normalisation are not the
+    hits' loudness); nan with fewer than three pairs."""
+
+    rho: float
+    pairs: int
+
+
+def levels(clips: Sequence[RealClip], detections: Sequence[Detection]) -> LevelFollowing:
+    foley: list[np.ndarray] = []
+    own: list[np.ndarray] = []
+    for clip, detection in zip(clips, detections, strict=True):
+        rate = detection.sample_rate
+        if not clip.scored or detection.audio is None or rate is None:
+            continue
+        sound = clip_audio(clip, rate)
+        heard = detect_onsets(detection.audio, rate)
+        reference = np.asarray(clip.audio_onsets_s, float)
+        pairs = matched_pairs(heard, reference, 0.10)
+        if sound is None or not pairs:
+            continue
+        a = onset_levels(detection.audio, rate, heard[[i for i, _ in pairs]])
+        b = onset_levels(sound, rate, reference[[j for _, j in pairs]])
+        foley.append(a - np.median(a))
+        own.append(b - np.median(b))
+    if not foley:
+        return LevelFollowing(float("nan"), 0)
+    a, b = np.concatenate(foley), np.concatenate(own)
+    return LevelFollowing(rank_correlation(a, b), len(a))
+
+
+def clip_audio(clip: RealClip, sample_rate: int) -> np.ndarray | None:
+    """The clip's own sound, mono float32 at `sample_rate` from its first sample (the time base
+    of its reference onsets); None: the file has no audio."""
+    import av
+
+    with av.open(str(clip.path)) as container:
+        if not container.streams.audio:
+            return None
+        resampler = av.AudioResampler(format="flt", layout="mono", rate=sample_rate)
+        pieces = []
+        for frame in container.decode(container.streams.audio[0]):
+            pieces += [f.to_ndarray().reshape(-1) for f in resampler.resample(frame)]
+        pieces += [f.to_ndarray().reshape(-1) for f in resampler.resample(None)]
+    return np.concatenate(pieces).astype(np.float32) if pieces else None
 
 
 def _onsets(clip: RealClip, detection: Detection, source: Source) -> np.ndarray:

@@ -22,6 +22,7 @@ from engines.eval.realclips import (
     click_ceiling,
     click_track,
     find_clips_dir,
+    levels,
     load_clips,
     score,
     score_clip,
@@ -177,6 +178,36 @@ def test_rendered_onsets_are_heard_in_the_detectors_audio() -> None:
     assert report.click_ceiling == 1.0
     with pytest.raises(ValueError, match="no audio"):
         score_detections(clips[:1], [Detection(np.array([0.5]))], "rendered")
+
+
+def _clicks(times: list[float], gains: list[float], seconds: float) -> np.ndarray:
+    track = np.zeros(round(seconds * RATE), np.float32)
+    for t, g in zip(times, gains, strict=True):
+        track += g * click_track(np.array([t]), len(track), RATE)
+    return track
+
+
+def test_the_level_measure_asks_whether_loud_hits_are_loud_in_the_foley(tmp_path: Path) -> None:
+    """A clip's own sound (a WAV here: any file with audio) with hits of rising level; a Foley
+    track that rises with it follows it (rho 1), one that falls does not (rho -1), whatever
+    either's overall gain."""
+    times = [0.3, 0.7, 1.1, 1.5, 1.9]
+    own = tmp_path / "p01_taps.wav"
+    with av.open(str(own), "w") as container:
+        stream = container.add_stream("pcm_s16le", rate=RATE, layout="mono")
+        samples = _clicks(times, [0.1, 0.2, 0.4, 0.6, 0.9], 2.4)
+        frame = av.AudioFrame.from_ndarray(
+            (samples * 32767).astype(np.int16)[None], format="s16", layout="mono"
+        )
+        frame.sample_rate = RATE
+        for packet in [*stream.encode(frame), *stream.encode(None)]:
+            container.mux(packet)
+    clip = RealClip(own.name, "positive", (), 30.0, 2.4, tuple(times), own)
+    rising = Detection(np.array(times), _clicks(times, [0.05, 0.1, 0.2, 0.4, 0.8], 2.4), RATE)
+    falling = Detection(np.array(times), _clicks(times, [0.9, 0.5, 0.3, 0.2, 0.1], 2.4), RATE)
+    assert levels([clip], [rising]).rho == pytest.approx(1.0)
+    assert levels([clip], [falling]).rho == pytest.approx(-1.0)
+    assert levels([clip], [rising]).pairs == 5
 
 
 def test_the_click_ceiling_counts_events_too_close_to_hear_apart() -> None:
