@@ -63,7 +63,7 @@ def test_chunked_equals_whole() -> None:
     for chunk in (1, 37, 1600, 4096):
         for eager in (False, True):
             got = play(GlideLayer(RATE), items, chunk=chunk, eager=eager)
-            assert np.array_equal(got, whole)
+            np.testing.assert_allclose(got, whole, rtol=0, atol=1e-12)
 
 
 def test_the_level_follows_the_speed_and_stops_with_the_motion() -> None:

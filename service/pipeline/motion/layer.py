@@ -17,18 +17,19 @@ constant deceleration, several per cent of its speed per 1/30 s at the speeds se
 rolling one hardly slows.
 
 Streaming: intervals are added in order, each before its samples are taken (the motion synth
-emits audio only up to the oldest undecided interval); the noise of sample n depends only on n,
-and the filters and the easing carry their state, so the layer is the same however the stream
-is chunked. Not thread-safe (one per stream).
+emits audio only up to the oldest undecided interval); the noise of sample n depends only on n
+and the easing carries its state, so the layer is the same however the stream is chunked (to
+float rounding). Numpy only: the service's runtime has no signal library. Not thread-safe (one
+per stream).
 """
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.signal import butter, lfilter, sosfilt, sosfilt_zi
 
 from service.pipeline.types import ContactMarker
 
@@ -44,7 +45,7 @@ MAX_LEVEL = 0.05  # a fast pan of a busy scene is heard, not deafening
 EASE_S = 0.05  # the level's time constant
 ROLL_HZ = 300.0  # rolling: noise under this
 SLIDE_HZ = (900.0, 4500.0)  # sliding: this band
-NOISE_BLOCK = 4096  # samples of noise drawn per seed: sample n's noise depends on n alone
+NOISE_PERIOD = 2**19  # samples of each band's noise before it repeats (11 s at 48 kHz)
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,8 @@ class _Segment:
 
 
 class GlideLayer:
-    def __init__(self, sample_rate: int, *, seed: int = 0) -> None:
-        self.sample_rate, self.seed = sample_rate, seed
+    def __init__(self, sample_rate: int) -> None:
+        self.sample_rate = sample_rate
         self.taken = 0
         # The segments' start and end markers so far; a start is made once the segment is
         # judged a glide (CONFIRM_S in), with the segment's own time.
@@ -98,14 +99,8 @@ class GlideLayer:
         self._level = 0.0
         # Amplitude targets from each interval's first sample on: (sample, roll, slide).
         self._steps: deque[tuple[int, float, float]] = deque([(0, 0.0, 0.0)])
-        self._roll = butter(2, ROLL_HZ, "lowpass", fs=sample_rate, output="sos")
-        self._slide = butter(2, SLIDE_HZ, "bandpass", fs=sample_rate, output="sos")
-        self._roll_zi = sosfilt_zi(self._roll) * 0.0
-        self._slide_zi = sosfilt_zi(self._slide) * 0.0
-        self._gains = (_unit_gain(self._roll, sample_rate), _unit_gain(self._slide, sample_rate))
-        self._ease = 1.0 - np.exp(-1.0 / (EASE_S * sample_rate))
-        self._ease_zi = np.zeros((2, 1))
-        self._noise: dict[int, np.ndarray] = {}
+        self._keep = np.exp(-1.0 / (EASE_S * sample_rate))  # the easing's pole
+        self._eased = np.zeros(2)  # the (roll, slide) amplitude at the last sample taken
 
     def add(self, glide: Glide) -> None:
         """Take one decided interval."""
@@ -155,42 +150,37 @@ class GlideLayer:
     def take(self, n: int) -> np.ndarray:
         """The next n samples (float64, unlimited: the caller mixes and limits)."""
         start = self.taken
-        targets = np.zeros((2, n))
         steps = self._steps
         while len(steps) > 1 and steps[1][0] <= start:
             steps.popleft()
+        levels = np.empty((2, n))
         for i, (at, roll, slide) in enumerate(steps):
             lo = max(at - start, 0)
-            hi = steps[i + 1][0] - start if i + 1 < len(steps) else n
-            if lo < n and hi > lo:
-                targets[:, lo : min(hi, n)] = ((roll,), (slide,))
+            hi = min(steps[i + 1][0] - start if i + 1 < len(steps) else n, n)
+            if hi > lo:  # one pole towards the step's level: y[k] = T + (y[0] - T) keep^k
+                target = np.array([roll, slide])
+                decay = self._keep ** np.arange(1, hi - lo + 1)
+                levels[:, lo:hi] = target[:, None] + (self._eased - target)[:, None] * decay
+                self._eased = levels[:, hi - 1].copy()
         self.taken += n
-        levels, self._ease_zi = lfilter(
-            [self._ease], [1.0, self._ease - 1.0], targets, axis=1, zi=self._ease_zi
-        )
-        noise = self._noise_at(start, n)
-        roll, self._roll_zi = sosfilt(self._roll, noise, zi=self._roll_zi)
-        slide, self._slide_zi = sosfilt(self._slide, noise, zi=self._slide_zi)
-        return levels[0] * roll * self._gains[0] + levels[1] * slide * self._gains[1]
-
-    def _noise_at(self, start: int, n: int) -> np.ndarray:
-        """White noise for samples [start, start + n): each block of NOISE_BLOCK drawn from its
-        own seed, so a sample's noise does not depend on how the stream is chunked."""
-        first, last = start // NOISE_BLOCK, (start + n - 1) // NOISE_BLOCK
-        blocks = [self._block(b) for b in range(first, last + 1)]
-        for old in [b for b in self._noise if b < first]:
-            del self._noise[old]
-        offset = start - first * NOISE_BLOCK
-        return np.concatenate(blocks)[offset : offset + n]
-
-    def _block(self, b: int) -> np.ndarray:
-        if b not in self._noise:
-            self._noise[b] = np.random.default_rng([self.seed, 7, b]).standard_normal(NOISE_BLOCK)
-        return self._noise[b]
+        roll, slide = _bands(self.sample_rate)
+        at = (start + np.arange(n)) % NOISE_PERIOD
+        return levels[0] * roll[at] + levels[1] * slide[at]
 
 
-def _unit_gain(sos: np.ndarray, sample_rate: int) -> float:
-    """The gain that brings unit white noise through `sos` back to unit RMS."""
-    impulse = np.zeros(sample_rate)
-    impulse[0] = 1.0
-    return float(1.0 / np.sqrt(np.sum(sosfilt(sos, impulse) ** 2)))
+@functools.cache
+def _bands(sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
+    """One period each of the rolling and the sliding noise at unit RMS, shared by every stream:
+    white noise shaped in frequency (second-order Butterworth magnitudes: a low-pass at ROLL_HZ;
+    a high-pass and a low-pass at SLIDE_HZ's edges), circularly, so the period joins without a
+    seam; sample n's noise depends on n alone."""
+    white = np.fft.rfft(np.random.default_rng(7).standard_normal(NOISE_PERIOD))
+    f = np.fft.rfftfreq(NOISE_PERIOD, 1.0 / sample_rate)
+    low, high = SLIDE_HZ
+    roll = 1.0 / np.sqrt(1.0 + (f / ROLL_HZ) ** 4)
+    slide = 1.0 / np.sqrt(1.0 + (low / np.maximum(f, 1e-9)) ** 4) / np.sqrt(1.0 + (f / high) ** 4)
+    bands = []
+    for shape in (roll, slide):
+        x = np.fft.irfft(white * shape, NOISE_PERIOD)
+        bands.append((x / np.sqrt(np.mean(x**2))).astype(np.float32))
+    return bands[0], bands[1]
