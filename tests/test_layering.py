@@ -1,5 +1,6 @@
-"""Serving on the CPU needs numpy, PyAV and ONNX Runtime: never torch, never the training code;
-and the service's packages import one way."""
+"""Serving on the CPU needs numpy, PyAV, OpenCV and ONNX Runtime: never torch or scipy (training's
+libraries, not the wheel's dependencies), never the training code; and the service's packages
+import one way."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import sys
 from pathlib import Path
 
 
-def test_serving_imports_neither_torch_nor_engines() -> None:
+def test_serving_imports_neither_training_libraries_nor_engines() -> None:
     code = (
         "import sys\n"
         "import service.api.app, service.cli, service.pipeline.engine\n"
-        "import service.pipeline.backends.onnxruntime\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'engines'})\n"
+        "import service.pipeline.backends.onnxruntime, service.pipeline.tier\n"
+        "import service.pipeline.motion.synth, service.preview.runners\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'scipy', 'engines'})\n"
         "print(','.join(bad))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
