@@ -24,7 +24,7 @@ with probability sigmoid((score - threshold_px) / spread_px). Strength is the lo
 summed over 5 x 5 blocks (how much moved, how fast); material is not known (uniform).
 
 Gliding (rolling, sliding, anything carried smoothly along): a block that moves through the
-interval as it moved into it and moves on out of it (within a third of its speed both ways,
+interval as it moved into it and moves on out of it (within 30 % of its speed both ways,
 above GLIDE_FLOOR) glides. The interval's glide is the mean speed of its fastest gliding blocks
 (at least two of them, else none), its slowing the speed those blocks lose per 1/30 s, as a
 share of it (a body sliding on friction slows by several per cent, a rolling one hardly at

@@ -76,15 +76,10 @@ class TierConfig:
     encoder: StageSpec
     generator: StageSpec
     vocoder: StageSpec
-    # SHA-256 (first 16 hex digits) of config.json and the graphs: what caches key results on,
-    # so that retrained weights shipped under an unchanged version never meet old entries.
+    # digest, live_gain_db, gpu_precision: as service.pipeline.tier.Tier states them
     digest: str = ""
     kind: str = "frames"  # model frames at a fixed rate (contacts tiers: contacts.tier)
-    # The live preview's gain (service.media.loudness.LiveLevel), calibrated against offline
-    # renders by engines.eval.loudness; 0 until calibrated.
     live_gain_db: float = 0.0
-    # Each stage's float precision on a GPU (the cuda backend), chosen by measuring its effect on
-    # the rendered track (engines.eval.precision); a stage not named runs in fp32.
     gpu_precision: dict[str, str] = field(default_factory=dict)
 
     @property

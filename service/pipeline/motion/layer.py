@@ -63,7 +63,6 @@ class Glide:
 
 @dataclass
 class _Segment:
-    start_s: float
     glides: list[Glide] = field(default_factory=list)  # its last CONFIRM_S, until judged a glide
     kind: str | None = None  # "roll" or "slide" once judged a glide
     speeds: list[float] = field(default_factory=list)  # the last few intervals' speeds
@@ -108,7 +107,7 @@ class GlideLayer:
         if segment is None:
             if glide.speed < ON_PX:
                 return self._step(glide.start_s, 0.0, None)
-            segment = self._segment = _Segment(glide.start_s)
+            segment = self._segment = _Segment()
         if glide.speed < OFF_PX:
             if segment.off_s is not None:  # two intervals without: it stopped at the first
                 return self._end(segment, segment.off_s, glide.start_s)

@@ -48,8 +48,8 @@ class MotionTier:
     renderer: RendererSpec
     digest: str = ""
     kind: str = KIND
-    live_gain_db: float = 0.0  # as TierConfig.live_gain_db
-    gpu_precision: dict[str, str] = field(default_factory=dict)  # as TierConfig.gpu_precision
+    live_gain_db: float = 0.0  # as service.pipeline.tier.Tier
+    gpu_precision: dict[str, str] = field(default_factory=dict)  # as service.pipeline.tier.Tier
 
     @property
     def stages(self) -> tuple[StageSpec]:
