@@ -55,5 +55,7 @@ class LogMel(nn.Module):
         right = self.n_fft - self.hop - left
         padded = torch.nn.functional.pad(audio[..., : m * self.hop], (left, right))
         frames = padded.unfold(-1, self.n_fft, self.hop)[..., :m, :]  # (B, M, n_fft)
-        spec = torch.fft.rfft(frames * self.window, dim=-1).abs() ** 2
+        spec = torch.fft.rfft(frames * self.window, dim=-1)
+        # real^2 + imag^2, not abs()^2: abs has no gradient at an exact zero (silence).
+        spec = spec.real**2 + spec.imag**2
         return torch.log(torch.clamp(spec @ self.bank.T, min=self.log_floor))

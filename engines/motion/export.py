@@ -3,15 +3,18 @@
     head.onnx     windows [B, WINDOW * CHANNELS, H / 4, W / 4] -> probability, u, strength
                   [B, H / 8, W / 8], material [B, M, H / 8, W / 8] (probabilities); a head that
                   reads gliding (the rule) also glide, slowing, glide_x and glide_y [B]
-    config.json   kind "motion": picture size, the head's settings, the renderer's voices
+    vocoder.onnx  conditioning [B, M + 1] -> amps, decays [B, K], click, click_s [B]: the
+                  trained vocoder (engines.motion.vocoder) from `--vocoder` (weights)
+    config.json   kind "motion": picture size, the head's settings, the vocoder's bank
 
     python -m engines.motion.export (--checkpoint runs/motion/head.pt | --rule)
         [--out engines/artifacts/motion] [--threshold 0.5] [--offset-ms 0]
+        [--vocoder engines/artifacts/motion/vocoder.pt]
 
 `--rule`: the head with nothing learned (engines.motion.rule), the shipped one; a checkpoint:
 a trained ContactHead (engines.motion.train). The threshold and the offset are calibrated on
-real clips (`python -m engines.eval.real --tier motion`);
-the renderer's voices are the object materials' modes (engines.export.contacts.voices).
+real clips (`python -m engines.eval.real --tier motion`). The vocoder's weights are the student
+engines.motion.train_vocoder distilled; the shipped ones lie beside the tier (vocoder.pt).
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engines.export.contacts import renderer_config
+from engines.audio.modal import IMPULSE_EXPONENT
+from engines.audio.render import GAIN
 from engines.export.onnx_export import OPSET
+from engines.motion import vocoder as voc
 from engines.motion.evaluate import load_model
 from engines.motion.features import HEIGHT, MATERIALS, WIDTH
 from engines.motion.rule import VelocityLossHead
@@ -34,6 +39,8 @@ from service.pipeline.motion.window import CHANNELS, WINDOW
 
 log = logging.getLogger(__name__)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+VOCODER = ARTIFACTS / "motion" / "vocoder.pt"
+MAX_RING_S = 1.5
 VERSION = "0.1.0"
 OUTPUTS = ("probability", "u", "strength", "material")
 # [B]: the interval's gliding speed, its slowing and its heading (a unit vector)
@@ -73,7 +80,9 @@ def export(
     offset_s: float,
     reference_strength: float,
     live_gain_db: float = 0.0,
+    vocoder: Path = VOCODER,
 ) -> Path:
+    voice = voc.load_voice(vocoder)
     out.mkdir(parents=True, exist_ok=True)
     h, w = HEIGHT // FACTOR, WIDTH // FACTOR
     h2, w2 = (h + 1) // 2, (w + 1) // 2
@@ -89,6 +98,18 @@ def export(
             input_names=["windows"],
             output_names=list(outputs),
             dynamic_axes={n: {0: "B"} for n in ("windows", *outputs)},
+            opset_version=OPSET,
+            dynamo=False,
+        )
+    condition = torch.zeros(2, len(MATERIALS) + 1)
+    with torch.no_grad():
+        torch.onnx.export(
+            voc.Served(voice),
+            (condition,),
+            str(out / "vocoder.onnx"),
+            input_names=["condition"],
+            output_names=list(voc.OUTPUTS),
+            dynamic_axes={n: {0: "B"} for n in ("condition", *voc.OUTPUTS)},
             opset_version=OPSET,
             dynamo=False,
         )
@@ -117,7 +138,24 @@ def export(
                     "default_material": "wood",
                 },
             },
-            "renderer": renderer_config(SAMPLE_RATE),
+            "vocoder": {
+                "file": "vocoder.onnx",
+                "inputs": {"condition": ["B", len(MATERIALS) + 1]},
+                "outputs": {
+                    "amps": ["B", voc.MODES],
+                    "decays": ["B", voc.MODES],
+                    "click": ["B"],
+                    "click_s": ["B"],
+                },
+                "config": {
+                    "materials": list(MATERIALS),
+                    "freqs_hz": voc.mode_freqs().round(3).tolist(),
+                    "impulse_exponent": IMPULSE_EXPONENT,
+                    "log_impulse_range": list(voc.LOG_IMPULSE_RANGE),
+                    "max_ring_s": MAX_RING_S,
+                    "gain": GAIN,
+                },
+            },
         },
     }
     (out / "config.json").write_text(json.dumps(tier, indent=1) + "\n")
@@ -135,6 +173,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--offset-ms", type=float, default=0.0)
     parser.add_argument("--reference-strength", type=float, help="default: the head's own")
+    parser.add_argument("--vocoder", type=Path, default=VOCODER, help="the vocoder's weights")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     head = VelocityLossHead() if args.rule else load_model(args.checkpoint)
@@ -148,6 +187,7 @@ def main(argv: list[str] | None = None) -> None:
         threshold=args.threshold,
         offset_s=args.offset_ms / 1000,
         reference_strength=reference,
+        vocoder=args.vocoder,
     )
 
 

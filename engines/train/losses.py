@@ -12,7 +12,8 @@ STFT_RESOLUTIONS = ((2048, 512), (1024, 256), (512, 128), (256, 64))
 def _magnitude(x: torch.Tensor, n_fft: int, hop: int) -> torch.Tensor:
     window = torch.hann_window(n_fft, device=x.device)
     spec = torch.stft(x, n_fft, hop, window=window, return_complex=True)
-    return spec.abs().clamp(min=1e-7)
+    # Clamped before the root: abs() has no gradient at an exact zero (silence).
+    return (spec.real**2 + spec.imag**2).clamp(min=1e-14).sqrt()
 
 
 def multi_resolution_stft_loss(pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

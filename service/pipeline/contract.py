@@ -130,6 +130,11 @@ def _stage(name: str, raw: dict) -> StageSpec:
 STAGE_NAMES = ("encoder", "generator", "vocoder")
 
 
+def stateless_stage(name: str, raw: dict) -> StageSpec:
+    """A stage of an event tier's config.json: one graph, no carried state, no context."""
+    return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
+
+
 def _digest(config_file: Path, graphs: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in (config_file, *graphs):

@@ -17,7 +17,13 @@ from service.media.decode import DecodeLimits, open_video
 from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts import strength
-from service.pipeline.contacts.render import CONTACT_DAMPING, DAMP_S, Event, EventRenderer
+from service.pipeline.contacts.render import (
+    CONTACT_DAMPING,
+    DAMP_S,
+    Event,
+    EventRenderer,
+    ModalVoices,
+)
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track
@@ -79,7 +85,7 @@ def _run(tier, backend, pts, rgb, pushes: list[int], duration_s: float):
 def test_an_event_attacks_on_its_sample(tier: ContactTier, material: int) -> None:
     rate = tier.sample_rate
     for when in (0.1, 0.25 + 0.3 / rate, 0.4 + 0.7 / rate):
-        renderer = EventRenderer(tier.renderer, rate)
+        renderer = EventRenderer(ModalVoices(tier.renderer, rate))
         renderer.add(Event(when, 1.0, material))
         audio = renderer.take(rate)
         loud = np.flatnonzero(np.abs(audio) >= 0.1 * np.abs(audio).max())
@@ -89,11 +95,11 @@ def test_an_event_attacks_on_its_sample(tier: ContactTier, material: int) -> Non
 
 def test_the_renderer_is_the_same_in_any_chunking(tier: ContactTier) -> None:
     events = [Event(0.05, 0.5, 1, source=4), Event(0.051, 2.0, 3), Event(0.3, 1.0, 6, source=4)]
-    whole = EventRenderer(tier.renderer, tier.sample_rate)
+    whole = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
     for e in events:
         whole.add(e)
     reference = whole.take(24000)
-    parts = EventRenderer(tier.renderer, tier.sample_rate)
+    parts = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
     out = [parts.take(1000)]
     parts.add(events[0])
     out.append(parts.take(1))
@@ -112,12 +118,12 @@ def test_a_source_touching_down_again_damps_its_own_ring_only(tier: ContactTier)
     rate, metal = tier.sample_rate, 1
 
     def ring(second_source: int) -> np.ndarray:
-        renderer = EventRenderer(tier.renderer, rate)
+        renderer = EventRenderer(ModalVoices(tier.renderer, rate))
         renderer.add(Event(0.1, 1.0, metal, source=3))
         renderer.add(Event(0.3, 1.0, metal, source=second_source))
         return renderer.take(rate).astype(np.float64)
 
-    first_alone = EventRenderer(tier.renderer, rate)
+    first_alone = EventRenderer(ModalVoices(tier.renderer, rate))
     first_alone.add(Event(0.1, 1.0, metal, source=3))
     first = first_alone.take(rate).astype(np.float64)
     before = slice(int(0.2 * rate), int(0.3 * rate))
@@ -133,7 +139,7 @@ def test_a_source_touching_down_again_damps_its_own_ring_only(tier: ContactTier)
 def test_a_harder_hit_is_louder(tier: ContactTier) -> None:
     peaks = []
     for impulse in (0.25, 1.0, 4.0):
-        renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        renderer = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
         renderer.add(Event(0.01, impulse, 0))
         peaks.append(np.abs(renderer.take(4800)).max())
     assert peaks[0] < peaks[1] < peaks[2]
@@ -146,7 +152,7 @@ def test_a_smaller_object_rings_higher_and_shorter(tier: ContactTier) -> None:
     own = tier.renderer.voice_size_m
 
     def voiced(size_m: float | None) -> np.ndarray:
-        renderer = EventRenderer(tier.renderer, rate)
+        renderer = EventRenderer(ModalVoices(tier.renderer, rate))
         renderer.add(Event(0.0, 1.0, glass, size_m=size_m))
         return renderer.take(rate).astype(np.float64)
 

@@ -1,12 +1,12 @@
 """Contact events -> audio, with each attack on its sample.
 
-An event (time, impulse, material, size) sounds as its material's voice moved to its size:
-damped sinusoids (the modes) and a short noise click, all starting at the event's exact time,
-sub-sample phase included, the way the simulator's sound model makes an impact
-(engines.audio.modal). Level is the material's loudness times impulse ** impulse_exponent (a
-harder hit is louder, in every clip); hardness (contact_ms) low-passes the modes and the click,
-so rubber thuds and steel clicks. Size: the voices hold the modes of an object of voice_size_m;
-an event's own size moves them (half the size: twice the pitch, a shorter ring).
+An event (time, impulse, material, size) sounds as its tier's voicing makes it: modes (damped
+sinusoids) and a short noise burst, all starting at the event's exact time, sub-sample phase
+included, the way the simulator's sound model makes an impact (engines.audio.modal; `ring`).
+`ModalVoices` are a tier's hand-set voices: the material's modes moved to the event's size (half
+the size: twice the pitch, a shorter ring), level the material's loudness times
+impulse ** impulse_exponent, hardness (contact_ms) low-passing modes and burst, so rubber thuds
+and steel clicks. The `motion` tier's voicing is its vocoder (service.pipeline.motion.vocoder).
 
 Contact damping: an object touching down again is pressed against what it hits, which takes
 energy out of the vibration it still carries, so a new event of the same source (the track it
@@ -32,7 +32,7 @@ from typing import Protocol
 
 import numpy as np
 
-from service.pipeline.contacts.tier import RendererSpec, Voice
+from service.pipeline.contacts.tier import RendererSpec
 from service.pipeline.streaming import StageTimer
 
 LIMIT_KNEE = 0.9
@@ -44,6 +44,7 @@ DAMP_S = 0.003
 # the simulator's sound model does (engines.audio.modal): pitch ~ 1 / size, ring time ~ size^0.4.
 RING_SIZE_EXPONENT = 0.4
 MAX_MODE_HZ = 18_000.0
+BLOCK = 512  # samples per block of the modes' sum (_damped_sines)
 SIZE_RANGE_M = (0.02, 1.0)  # an estimate outside is clamped: every voice keeps an audible mode
 
 
@@ -79,11 +80,20 @@ class Layer(Protocol):
     def take(self, n: int) -> np.ndarray: ...
 
 
+class Voicing(Protocol):
+    """How events sound: `voice` gives an event's samples at its level, sample 0 `offset_s`
+    (in [0, 1 / sample_rate)) after its time; `gain` scales the mix before the limiter."""
+
+    sample_rate: int
+    gain: float
+
+    def voice(self, event: Event, offset_s: float, rng: np.random.Generator) -> np.ndarray: ...
+
+
 class EventRenderer:
-    def __init__(
-        self, spec: RendererSpec, sample_rate: int, *, seed: int = 0, layer: Layer | None = None
-    ) -> None:
-        self.spec, self.sample_rate, self.seed, self.layer = spec, sample_rate, seed, layer
+    def __init__(self, voicing: Voicing, *, seed: int = 0, layer: Layer | None = None) -> None:
+        self.voicing, self.seed, self.layer = voicing, seed, layer
+        self.sample_rate = voicing.sample_rate
         self.taken = 0  # samples handed out
         # Per source: its samples from `taken` on, of the events started so far.
         self.pending: dict[int, np.ndarray] = {}
@@ -95,13 +105,9 @@ class EventRenderer:
             raise ValueError(
                 f"event at {event.time_s:.6f} s starts before sample {self.taken} already taken"
             )
-        voice = self.spec.voices[event.material]
-        level = voice.loudness * max(event.impulse, 0.0) ** self.spec.impulse_exponent
         rng = np.random.default_rng([self.seed, self.count])
         self.count += 1
-        sound = level * self._voice(
-            voice, event.size_m, start / self.sample_rate - event.time_s, rng
-        )
+        sound = self.voicing.voice(event, start / self.sample_rate - event.time_s, rng)
         at = start - self.taken
         pending = self.pending.get(event.source, np.zeros(0))
         if event.source >= 0 and at < len(pending):
@@ -126,39 +132,101 @@ class EventRenderer:
             else:
                 self.pending[source] = pending[m:]
         self.taken += n
-        return soft_limit(self.spec.gain * out).astype(np.float32)
+        return soft_limit(self.voicing.gain * out).astype(np.float32)
 
-    def _voice(
-        self, voice: Voice, size_m: float | None, offset_s: float, rng: np.random.Generator
-    ) -> np.ndarray:
-        """One unit-level event's samples; sample 0 is `offset_s` (in [0, 1/sr)) after it."""
-        sr = self.sample_rate
+
+class ModalVoices:
+    """The hand-set voices of a tier's renderer spec: per material, the modes of an object of
+    voice_size_m moved to the event's size, hardness low-passing them, level loudness times
+    impulse ** impulse_exponent."""
+
+    def __init__(self, spec: RendererSpec, sample_rate: int) -> None:
+        self.spec, self.sample_rate, self.gain = spec, sample_rate, spec.gain
+
+    def voice(self, event: Event, offset_s: float, rng: np.random.Generator) -> np.ndarray:
+        spec, voice = self.spec, self.spec.voices[event.material]
+        level = voice.loudness * max(event.impulse, 0.0) ** spec.impulse_exponent
         tau = voice.contact_ms * 1e-3
-        own = self.spec.voice_size_m
+        own = spec.voice_size_m
+        size_m = event.size_m
         scale = 1.0 if size_m is None else own / float(np.clip(size_m, *SIZE_RANGE_M))
         freqs = np.asarray(voice.freqs_hz) * scale
         decays = np.asarray(voice.decays) * scale**RING_SIZE_EXPONENT
-        audible = freqs < min(MAX_MODE_HZ, 0.45 * sr)
-        freqs, decays = freqs[audible], decays[audible]
-        amps = np.asarray(voice.amps)[audible] / np.sqrt(1.0 + (freqs * tau) ** 2)
-        ring_s = min(self.spec.max_ring_s, float(np.log(1000.0) / decays.min()))
-        t = offset_s + np.arange(int(ring_s * sr) + 1) / sr
-        out = np.zeros_like(t)
-        for f, d, a in zip(freqs, decays, amps, strict=True):
-            n = min(len(t), int(np.log(1e4) / d * sr) + 1)  # to -80 dB
-            out[:n] += a * np.exp(-d * t[:n]) * np.sin(2 * np.pi * f * t[:n])
-        decay = max(tau, CLICK_FLOOR_S)
-        n = min(len(t), int(8 * decay * sr) + 2)
-        noise = rng.standard_normal(n) * np.exp(-t[:n] / decay)
-        cutoff = min(0.45 * sr, 0.5 / tau)
-        alpha = 1.0 - np.exp(-2 * np.pi * cutoff / sr)
-        click = np.zeros(n)
-        state = 0.0
-        for i in range(n):  # one-pole low-pass; n is a few hundred samples at most
-            state += alpha * (noise[i] - state)
-            click[i] = state
-        out[:n] += self.spec.click_level * click / np.sqrt(alpha)
-        return out
+        amps = np.asarray(voice.amps) / np.sqrt(1.0 + (freqs * tau) ** 2)
+        modes = Modes(freqs, decays, amps, spec.click_level, tau)
+        return level * ring(modes, offset_s, self.sample_rate, spec.max_ring_s, rng)
+
+
+@dataclass(frozen=True)
+class Modes:
+    """A struck object's sound for a unit excitation: damped sinusoids (Hz, 1/s, amplitude) and
+    a noise burst (its level and the contact's duration, s)."""
+
+    freqs: np.ndarray
+    decays: np.ndarray
+    amps: np.ndarray
+    click: float
+    contact_s: float
+
+
+def ring(
+    modes: Modes, offset_s: float, sample_rate: int, max_ring_s: float, rng: np.random.Generator
+) -> np.ndarray:
+    """The samples of `modes` struck at time 0, sample 0 `offset_s` after it: every mode starts at
+    phase zero, the burst at full level, decaying over the contact's duration (at least
+    CLICK_FLOOR_S) and low-passed at 1 / (2 duration), so soft contacts are dull. The ring lasts
+    until its slowest mode is 60 dB down, at most `max_ring_s`, as the simulator's; modes above
+    MAX_MODE_HZ or 0.45 of the rate are not voiced."""
+    sr = sample_rate
+    audible = (modes.freqs < min(MAX_MODE_HZ, 0.45 * sr)) & (modes.amps > 0)
+    freqs, decays, amps = modes.freqs[audible], modes.decays[audible], modes.amps[audible]
+    slowest = float(decays.min()) if len(decays) else np.inf
+    ring_s = min(max_ring_s, float(np.log(1000.0) / slowest))
+    length = int(ring_s * sr) + 1
+    t = offset_s + np.arange(length) / sr
+    out = _damped_sines(freqs, decays, amps, offset_s, length, sr)
+    tau = modes.contact_s
+    decay = max(tau, CLICK_FLOOR_S)
+    n = min(len(t), int(8 * decay * sr) + 2)
+    noise = rng.standard_normal(n) * np.exp(-t[:n] / decay)
+    cutoff = min(0.45 * sr, 0.5 / tau)
+    alpha = 1.0 - np.exp(-2 * np.pi * cutoff / sr)
+    out[:n] += modes.click * _one_pole(noise, alpha) / np.sqrt(alpha)
+    return out
+
+
+def _damped_sines(
+    freqs: np.ndarray, decays: np.ndarray, amps: np.ndarray, offset_s: float, n: int, sr: int
+) -> np.ndarray:
+    """sum_k amps_k exp(-decays_k t) sin(2 pi freqs_k t) at t = offset_s + i / sr, i < n.
+
+    With s_k = -decays_k + 2 pi i freqs_k and t = start_b + j / sr in blocks of BLOCK samples,
+    exp(s t) = exp(s start_b) exp(s j / sr): the sum is the imaginary part of one product of a
+    [blocks, K] and a [K, BLOCK] matrix, a few hundred microseconds where one sine per mode and
+    sample takes milliseconds."""
+    blocks = -(-n // BLOCK)
+    s = -decays + 2j * np.pi * freqs
+    starts = offset_s + np.arange(blocks)[:, None] * BLOCK / sr
+    exponent = s * starts
+    # A mode e^-60 down is silence; left in, its denormal floats slow the product a hundredfold.
+    a = np.where(exponent.real > -60.0, amps * np.exp(np.maximum(exponent.real, -60.0)), 0.0)
+    a = a * np.exp(1j * exponent.imag)  # [blocks, K]
+    b = np.exp(s[:, None] * (np.arange(BLOCK) / sr))  # [K, BLOCK]
+    # einsum, not BLAS: a threaded BLAS that shares its cores with the stream's other work spends
+    # tens of milliseconds waiting on this small a product.
+    out = np.einsum("bk,kj->bj", a.real, b.imag) + np.einsum("bk,kj->bj", a.imag, b.real)
+    return out.reshape(-1)[:n]
+
+
+def _one_pole(x: np.ndarray, alpha: float) -> np.ndarray:
+    """y[i] = y[i - 1] + alpha (x[i] - y[i - 1]) from rest: x convolved with the filter's impulse
+    response alpha (1 - alpha)^k, by FFT (the service has no signal library)."""
+    n = len(x)
+    if n == 0:
+        return x
+    response = alpha * (1.0 - alpha) ** np.arange(n)
+    size = 2 * n
+    return np.fft.irfft(np.fft.rfft(x, size) * np.fft.rfft(response, size), size)[:n]
 
 
 def soft_limit(

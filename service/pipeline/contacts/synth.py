@@ -44,7 +44,7 @@ from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, tracks_features
 from service.pipeline.contacts.picture import PictureBox
 from service.pipeline.contacts.refine import steady
-from service.pipeline.contacts.render import Event, EventRenderer, emit
+from service.pipeline.contacts.render import Event, EventRenderer, ModalVoices, emit
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
@@ -128,7 +128,7 @@ class ContactSynth:
         self.cuts = CutDetector()
         self.picture = PictureBox()
         self.tracker = Tracker()
-        self.renderer = EventRenderer(tier.renderer, tier.sample_rate)
+        self.renderer = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
         self.t0: float | None = None
         self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.times: list[float] = []  # the last few frame times, from t0

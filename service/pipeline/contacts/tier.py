@@ -26,7 +26,7 @@ import numpy as np
 
 from service.pipeline.contacts.features import HeadConfig
 from service.pipeline.contacts.strength import NAMES, StrengthModel, design
-from service.pipeline.contract import StageSpec, _digest
+from service.pipeline.contract import StageSpec, _digest, stateless_stage
 
 KIND = "contacts"
 
@@ -116,10 +116,6 @@ def renderer_spec(render: dict) -> RendererSpec:
     )
 
 
-def _stage(name: str, raw: dict) -> StageSpec:
-    return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
-
-
 def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> ContactTier:
     """`strength=False`: the tier before its impulse estimate is fitted (the fitter's own use;
     every event then has impulse 1)."""
@@ -147,8 +143,8 @@ def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> 
         width=int(video["width"]),
         height=int(video["height"]),
         sample_rate=int(raw["audio"]["sample_rate"]),
-        localiser=_stage("localiser", stages["localiser"]),
-        head=_stage("head", stages["head"]),
+        localiser=stateless_stage("localiser", stages["localiser"]),
+        head=stateless_stage("head", stages["head"]),
         head_config=HeadConfig(**stages["head"]["config"]),
         strength=StrengthModel(
             tuple(stages["strength"]["weights"])

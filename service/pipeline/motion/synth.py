@@ -3,7 +3,8 @@
     frames -> MotionDetector (cuts, flow, windows, contact head, events, glides)
            -> events (time + the tier's offset, impulse from the head's strength, material)
               and glides (rolling and sliding: GlideLayer)
-           -> EventRenderer (each attack on its sample, the layer mixed in)
+           -> EventRenderer: each event through the vocoder (service.pipeline.motion.vocoder),
+              its attack on its sample, the layer mixed in
 
 Interval k is decided once frame k + 1 + AHEAD is in; its contacts happen inside it, so once a
 frame is in, the audio before the start of the oldest interval still undecided (plus the
@@ -25,6 +26,7 @@ from service.pipeline.motion.detector import MotionDetector
 from service.pipeline.motion.events import Peak
 from service.pipeline.motion.layer import GlideLayer
 from service.pipeline.motion.tier import MotionTier
+from service.pipeline.motion.vocoder import NeuralVoices
 from service.pipeline.streaming import StageTimer
 from service.pipeline.types import ContactMarker, ReuseStats
 
@@ -52,7 +54,8 @@ class MotionSynth:
         self.timer = timer or StageTimer()
         self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
         self.layer = GlideLayer(tier.sample_rate)
-        self.renderer = EventRenderer(tier.renderer, tier.sample_rate, layer=self.layer)
+        voices = NeuralVoices(tier.voice, tier.sample_rate, self._vocoder)
+        self.renderer = EventRenderer(voices, layer=self.layer)
         self.t0: float | None = None
         self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.fired: list[FiredEvent] = []
@@ -105,6 +108,9 @@ class MotionSynth:
         with self.timer("head"):
             return self.backend.run("head", {"windows": windows})
 
+    def _vocoder(self, condition: np.ndarray) -> dict[str, np.ndarray]:
+        return self.backend.run("vocoder", {"condition": condition})
+
     def _fire(self, peaks: list[Peak]) -> None:
         settings = self.tier.settings
         for peak in peaks:
@@ -116,7 +122,8 @@ class MotionSynth:
             impulse = min(MAX_IMPULSE, math.exp(peak.strength - settings.reference_strength))
             event = Event(time_s, impulse, material)
             self.fired.append(FiredEvent(event, peak, named))
-            self.renderer.add(event)
+            with self.timer("vocoder"):  # the network and the bank's samples
+                self.renderer.add(event)
 
     def _glide(self) -> None:
         offset = self.tier.settings.offset_s

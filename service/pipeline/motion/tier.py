@@ -7,7 +7,10 @@ written by engines.motion.export):
               event: the picture's delay against its sound, one for all clips), the strength
               an impulse of 1 N s has, and the material probability below which a contact's
               material is not named
-    renderer  per material: its modes, hardness and loudness (service.pipeline.contacts.render)
+    vocoder   conditioning [B, M + 1] (a contact's material one-hot and log impulse)
+              -> amps, decays [B, K], click, click_s [B]: the modal bank that voices it
+              (engines.motion.vocoder); config: the materials, the bank's mode frequencies,
+              the impulse exponent, the log impulse range, the longest ring and the mix's gain
 
 The picture is the video letterboxed into width x height at its frames' own times; nothing is
 resampled to a fixed rate.
@@ -19,8 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from service.pipeline.contacts.tier import RendererSpec, renderer_spec
-from service.pipeline.contract import StageSpec, _digest
+from service.pipeline.contract import StageSpec, _digest, stateless_stage
 from service.pipeline.motion.window import AHEAD
 
 KIND = "motion"
@@ -36,6 +38,16 @@ class HeadSettings:
 
 
 @dataclass(frozen=True)
+class VocoderSettings:
+    materials: tuple[str, ...]  # the head's and the conditioning's order
+    freqs_hz: tuple[float, ...]  # the bank's modes
+    impulse_exponent: float  # the excitation: impulse ** this
+    log_impulse_range: tuple[float, float]  # the conditioning's log impulse is clipped to it
+    max_ring_s: float
+    gain: float  # the mix's scale before the limiter
+
+
+@dataclass(frozen=True)
 class MotionTier:
     name: str
     version: str
@@ -45,15 +57,16 @@ class MotionTier:
     sample_rate: int
     head: StageSpec
     settings: HeadSettings
-    renderer: RendererSpec
+    vocoder: StageSpec
+    voice: VocoderSettings
     digest: str = ""
     kind: str = KIND
     live_gain_db: float = 0.0  # as service.pipeline.tier.Tier
     gpu_precision: dict[str, str] = field(default_factory=dict)  # as service.pipeline.tier.Tier
 
     @property
-    def stages(self) -> tuple[StageSpec]:
-        return (self.head,)
+    def stages(self) -> tuple[StageSpec, StageSpec]:
+        return (self.head, self.vocoder)
 
     @property
     def letterbox(self) -> bool:
@@ -69,7 +82,7 @@ class MotionTier:
 
     @property
     def materials(self) -> tuple[str, ...]:
-        return tuple(v.material for v in self.renderer.voices)
+        return self.voice.materials
 
     def num_samples(self, duration_s: float) -> int:
         return round(duration_s * self.sample_rate)
@@ -84,10 +97,18 @@ def load_motion_tier(models_dir: Path, tier: str) -> MotionTier:
     if raw.get("kind") != KIND:
         raise ValueError(f"tier {tier!r} is not a {KIND} tier")
     stages, video = raw["stages"], raw["video"]
-    head = stages["head"]
-    renderer = renderer_spec(stages["renderer"])
+    head, vocoder = stages["head"], stages["vocoder"]
     settings = HeadSettings(**head["config"])
-    if settings.default_material not in [v.material for v in renderer.voices]:
+    v = vocoder["config"]
+    voice = VocoderSettings(
+        materials=tuple(v["materials"]),
+        freqs_hz=tuple(float(f) for f in v["freqs_hz"]),
+        impulse_exponent=float(v["impulse_exponent"]),
+        log_impulse_range=(float(v["log_impulse_range"][0]), float(v["log_impulse_range"][1])),
+        max_ring_s=float(v["max_ring_s"]),
+        gain=float(v["gain"]),
+    )
+    if settings.default_material not in voice.materials:
         raise ValueError(f"tier {tier!r}: no voice for {settings.default_material!r}")
     return MotionTier(
         name=raw["name"],
@@ -96,10 +117,11 @@ def load_motion_tier(models_dir: Path, tier: str) -> MotionTier:
         width=int(video["width"]),
         height=int(video["height"]),
         sample_rate=int(raw["audio"]["sample_rate"]),
-        head=StageSpec("head", head["file"], head["inputs"], head["outputs"], {}, 0, 0),
+        head=stateless_stage("head", head),
         settings=settings,
-        renderer=renderer,
-        digest=_digest(config_file, [path / head["file"]]),
+        vocoder=stateless_stage("vocoder", vocoder),
+        voice=voice,
+        digest=_digest(config_file, [path / head["file"], path / vocoder["file"]]),
         live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
         gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )
