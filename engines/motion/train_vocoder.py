@@ -63,6 +63,7 @@ DATA = Path("data/vocoder")
 RUNS = Path("runs/vocoder")
 SEEDS = {"train": range(0, 1500), "val": range(700000, 700150)}
 Targets = Callable[[int], tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, ...] | None]]
+STEPS = {"teacher": 1500, "student": 800}
 SIZES = {"teacher": {"hidden": 256, "layers": 3}, "student": {"hidden": 32, "layers": 2}}
 
 
@@ -235,27 +236,15 @@ def main(argv: list[str] | None = None) -> None:
     if args.step == "data":
         for split in SEEDS:
             build_data(split)
-    elif args.step == "teacher":
-        net = VoiceNet(len(MATERIALS), **SIZES["teacher"])
+    elif args.step in SIZES:
+        if args.step == "teacher" or args.from_truth:
+            targets = from_truth(args.batch)
+        else:
+            targets = from_teacher(load_voice(RUNS / "teacher.pt"), args.batch)
         train(
-            net,
-            args.out or RUNS / "teacher.pt",
-            steps=args.steps or 1500,
-            batch=args.batch,
-            lr=args.lr,
-            targets=from_truth(args.batch),
-        )
-    elif args.step == "student":
-        net = VoiceNet(len(MATERIALS), **SIZES["student"])
-        targets = (
-            from_truth(args.batch)
-            if args.from_truth
-            else from_teacher(load_voice(RUNS / "teacher.pt"), args.batch)
-        )
-        train(
-            net,
-            args.out or RUNS / "student.pt",
-            steps=args.steps or 800,
+            VoiceNet(len(MATERIALS), **SIZES[args.step]),
+            args.out or RUNS / f"{args.step}.pt",
+            steps=args.steps or STEPS[args.step],
             batch=args.batch,
             lr=args.lr,
             targets=targets,
