@@ -104,7 +104,7 @@ def export(
     condition = torch.zeros(2, len(MATERIALS) + 1)
     with torch.no_grad():
         torch.onnx.export(
-            voc.Served(voice),
+            voice,
             (condition,),
             str(out / "vocoder.onnx"),
             input_names=["condition"],

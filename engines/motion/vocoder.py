@@ -113,18 +113,7 @@ def _one_pole(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return torch.fft.irfft(torch.fft.rfft(x, size) * response, size)[:, :n]
 
 
-class Served(nn.Module):
-    """The vocoder as the service runs it (vocoder.onnx)."""
-
-    def __init__(self, net: VoiceNet) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, condition: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return self.net(condition)
-
-
-OUTPUTS = ("amps", "decays", "click", "click_s")
+OUTPUTS = ("amps", "decays", "click", "click_s")  # VoiceNet's, in order: vocoder.onnx's names
 
 
 def save_voice(net: VoiceNet, path: Path) -> None:

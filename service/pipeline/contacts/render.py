@@ -208,7 +208,7 @@ def _damped_sines(
     s = -decays + 2j * np.pi * freqs
     starts = offset_s + np.arange(blocks)[:, None] * BLOCK / sr
     exponent = s * starts
-    # A mode e^-60 down is silence; left in, its denormal floats slow the product a hundredfold.
+    # A mode e^-60 down is silence: zero, so that no product runs on denormal floats.
     a = np.where(exponent.real > -60.0, amps * np.exp(np.maximum(exponent.real, -60.0)), 0.0)
     a = a * np.exp(1j * exponent.imag)  # [blocks, K]
     b = np.exp(s[:, None] * (np.arange(BLOCK) / sr))  # [K, BLOCK]
