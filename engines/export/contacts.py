@@ -84,6 +84,9 @@ def voices(sample_rate: int) -> list[dict]:
     return out
 
 
+MAX_RING_S = 1.5  # the longest an event rings in the service, at most the simulator's
+
+
 def renderer_config(sample_rate: int) -> dict:
     """The renderer's part of an event tier's config.json: every object material's voice and
     the simulator's level and click settings (service.pipeline.contacts.render reads it)."""
@@ -93,7 +96,7 @@ def renderer_config(sample_rate: int) -> dict:
         "gain": GAIN,
         "impulse_exponent": modal.IMPULSE_EXPONENT,
         "click_level": modal.CLICK_LEVEL,
-        "max_ring_s": 1.5,
+        "max_ring_s": MAX_RING_S,
         "voice_size_m": modal.REFERENCE_SIZE_M,
     }
 

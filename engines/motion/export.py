@@ -29,6 +29,7 @@ from torch import nn
 
 from engines.audio.modal import IMPULSE_EXPONENT
 from engines.audio.render import GAIN
+from engines.export.contacts import MAX_RING_S
 from engines.export.onnx_export import OPSET
 from engines.motion import vocoder as voc
 from engines.motion.evaluate import load_model
@@ -40,7 +41,6 @@ from service.pipeline.motion.window import CHANNELS, WINDOW
 log = logging.getLogger(__name__)
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
 VOCODER = ARTIFACTS / "motion" / "vocoder.pt"
-MAX_RING_S = 1.5
 VERSION = "0.1.0"
 OUTPUTS = ("probability", "u", "strength", "material")
 # [B]: the interval's gliding speed, its slowing and its heading (a unit vector)

@@ -52,7 +52,7 @@ from engines.sim.simulate import simulate_unfilmed
 from engines.train.data import log_mel
 from engines.train.losses import multi_resolution_stft_loss
 from engines.train.optim import one_cycle, optimizer_step
-from service.pipeline.contacts.render import Event, EventRenderer, ModalVoices
+from service.pipeline.contacts.render import Event, ModalVoices
 from service.pipeline.contacts.tier import renderer_spec
 
 log = logging.getLogger(__name__)
@@ -108,8 +108,9 @@ def load(split: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         )
 
 
-def noise_like(sound: torch.Tensor, seed: int) -> torch.Tensor:
-    return torch.randn(sound.shape, generator=torch.Generator().manual_seed(seed))
+def noise(shape: tuple[int, ...], seed: int) -> torch.Tensor:
+    """The contact bursts' white noise, the same for the same seed."""
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed))
 
 
 def train(
@@ -127,11 +128,11 @@ def train(
         scheduler.load_state_dict(saved["scheduler"])
         step = saved["step"]
     mel = log_mel(ModelConfig())
-    started = time.perf_counter()
+    started, logged = time.perf_counter(), step
     while step < steps:
         cond, target, params = targets(step)
         predicted = net(cond)
-        audio = synthesize(predicted, noise_like(target, step), SAMPLE_RATE)
+        audio = synthesize(predicted, noise(target.shape, step), SAMPLE_RATE)
         loss = multi_resolution_stft_loss(audio, target) + (mel(audio) - mel(target)).abs().mean()
         if params is not None:
             loss = loss + sum(
@@ -150,9 +151,9 @@ def train(
                 },
                 out,
             )
-            per_step = (time.perf_counter() - started) / 100
+            per_step = (time.perf_counter() - started) / (step - logged)
             log.info("step %d loss %.3f (%.2f s/step)", step, loss.item(), per_step)
-            started = time.perf_counter()
+            started, logged = time.perf_counter(), step
     return net
 
 
@@ -182,7 +183,7 @@ def from_teacher(teacher: VoiceNet, batch: int) -> Targets:
         cond = condition(material[pick], drawn, len(MATERIALS))
         with torch.no_grad():
             params = teacher(cond)
-            audio = synthesize(params, noise_like(torch.zeros(batch, n), -step - 1), SAMPLE_RATE)
+            audio = synthesize(params, noise((batch, n), -step - 1), SAMPLE_RATE)
         return cond, audio, params
 
     return targets
@@ -194,17 +195,19 @@ def evaluate(models: dict[str, VoiceNet], limit: int) -> str:
     material, impulse, sound = load("val")
     material, impulse, sound = material[:limit], impulse[:limit], sound[:limit]
     mel = log_mel(ModelConfig())
-    spec = renderer_spec(renderer_config(SAMPLE_RATE))
+    # The voices themselves, as the vocoder's rows: no mix gain, no limiter.
+    voices = ModalVoices(renderer_spec(renderer_config(SAMPLE_RATE)), SAMPLE_RATE)
+    n = sound.shape[1]
     rendered: dict[str, list[np.ndarray]] = {"hand-set voices": []}
-    for m, p in zip(material.tolist(), impulse.tolist(), strict=True):
-        r = EventRenderer(ModalVoices(replace(spec, gain=1.0), SAMPLE_RATE))
-        r.add(Event(0.0, p, m))
-        audio = r.take(sound.shape[1]) / p**IMPULSE_EXPONENT
+    for i, (m, p) in enumerate(zip(material.tolist(), impulse.tolist(), strict=True)):
+        audio = np.zeros(n)
+        ring = voices.voice(Event(0.0, p, m), 0.0, np.random.default_rng([0, i]))[:n]
+        audio[: len(ring)] = ring / p**IMPULSE_EXPONENT
         rendered["hand-set voices"].append(audio)
     cond = condition(material, impulse, len(MATERIALS))
     for name, net in models.items():
         with torch.no_grad():
-            audio = synthesize(net(cond), noise_like(sound, 12345), SAMPLE_RATE)
+            audio = synthesize(net(cond), noise(sound.shape, 12345), SAMPLE_RATE)
         rendered[name] = list(audio.numpy())
     rows = [
         f"held-out impacts: {len(material)} of {len(SEEDS['val'])} scenes",

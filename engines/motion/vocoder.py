@@ -32,12 +32,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from service.pipeline.contacts.render import CLICK_FLOOR_S
+
+OUTPUTS = ("amps", "decays", "click", "click_s")  # VoiceNet's, in order: vocoder.onnx's names
 MODES = 40
 LOW_HZ, HIGH_HZ = 60.0, 16_000.0
 LOG_IMPULSE_RANGE = (-6.0, 3.0)  # the conditioning's log impulse is clipped to this
 DECAY_RANGE = (3.0, 3000.0)  # 1/s
 CLICK_RANGE_S = (2e-5, 5e-3)
-CLICK_FLOOR_S = 3e-4  # as service.pipeline.contacts.render
 LOG_DECAYS = (math.log(DECAY_RANGE[0]), math.log(DECAY_RANGE[1]))
 LOG_CLICK_S = (math.log(CLICK_RANGE_S[0]), math.log(CLICK_RANGE_S[1]))
 
@@ -111,9 +113,6 @@ def _one_pole(x: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     a = alpha[:, None].to(torch.complex64)
     response = a / (1 - (1 - a) * z)
     return torch.fft.irfft(torch.fft.rfft(x, size) * response, size)[:, :n]
-
-
-OUTPUTS = ("amps", "decays", "click", "click_s")  # VoiceNet's, in order: vocoder.onnx's names
 
 
 def save_voice(net: VoiceNet, path: Path) -> None:

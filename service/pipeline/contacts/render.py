@@ -183,12 +183,11 @@ def ring(
     slowest = float(decays.min()) if len(decays) else np.inf
     ring_s = min(max_ring_s, float(np.log(1000.0) / slowest))
     length = int(ring_s * sr) + 1
-    t = offset_s + np.arange(length) / sr
     out = _damped_sines(freqs, decays, amps, offset_s, length, sr)
     tau = modes.contact_s
     decay = max(tau, CLICK_FLOOR_S)
-    n = min(len(t), int(8 * decay * sr) + 2)
-    noise = rng.standard_normal(n) * np.exp(-t[:n] / decay)
+    n = min(length, int(8 * decay * sr) + 2)
+    noise = rng.standard_normal(n) * np.exp(-(offset_s + np.arange(n) / sr) / decay)
     cutoff = min(0.45 * sr, 0.5 / tau)
     alpha = 1.0 - np.exp(-2 * np.pi * cutoff / sr)
     out[:n] += modes.click * _one_pole(noise, alpha) / np.sqrt(alpha)
