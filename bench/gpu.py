@@ -131,7 +131,7 @@ def offline(
 
 def live(timed: Timed, sessions: int, steps: int) -> dict:
     """`steps` live steps of `sessions` sessions, one frame each per step."""
-    from service.preview.runners import create_runner
+    from service.pipeline.runner import create_runner, gather
 
     runner = create_runner(timed.tier, timed)
     streams = [runner.open() for _ in range(sessions)]
@@ -144,7 +144,7 @@ def live(timed: Timed, sessions: int, steps: int) -> dict:
         if step == 10:
             timed.reset()  # the first steps warm caches, graphs and allocators
         began = time.perf_counter()
-        runner.push(streams, [(pts, frames[step % len(frames)])] * sessions)
+        gather(runner.push(streams, [(pts, frames[step % len(frames)])] * sessions), sessions)
         if step >= 10:
             latencies.append(time.perf_counter() - began)
     wall = sum(latencies)

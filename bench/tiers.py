@@ -28,8 +28,8 @@ from bench.machine import describe
 from bench.offline import CLIP_SECONDS, bench_clip
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
+from service.pipeline.runner import create_runner, gather
 from service.pipeline.types import RenderOptions
-from service.preview.runners import create_runner
 
 
 def live_frame_ms(engine: FoleyEngine) -> tuple[float, float]:
@@ -45,7 +45,7 @@ def live_frame_ms(engine: FoleyEngine) -> tuple[float, float]:
     for k in range(len(record.times_s)):
         frame = (record.times_s[k : k + 1], record.frames[k : k + 1])
         start = time.perf_counter()
-        runner.push([stream], [frame])
+        gather(runner.push([stream], [frame]), 1)
         times.append((time.perf_counter() - start) * 1000)
     return float(np.percentile(times[10:], 50)), float(np.percentile(times[10:], 99))
 

@@ -15,7 +15,7 @@ def test_serving_imports_neither_training_libraries_nor_engines() -> None:
         "import sys\n"
         "import service.api.app, service.cli, service.pipeline.engine\n"
         "import service.pipeline.backends.onnxruntime, service.pipeline.tier\n"
-        "import service.pipeline.motion.synth, service.preview.runners\n"
+        "import service.pipeline.motion.synth, service.pipeline.runner\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in {'torch', 'scipy', 'engines'})\n"
         "print(','.join(bad))\n"
     )

@@ -32,8 +32,8 @@ from service.api.state import ServiceState
 from service.context import REQUEST_ID
 from service.errors import FoleyError, echo
 from service.markers import timecode, timecode_rate
+from service.pipeline.runner import Onset
 from service.preview import protocol as p
-from service.preview.runners import LiveOnset
 from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
 
 logger = logging.getLogger(__name__)
@@ -469,7 +469,7 @@ def close_reason(reason: str) -> str:
     return reason.encode()[:MAX_CLOSE_REASON_BYTES].decode("utf-8", "ignore")
 
 
-def onset_message(config: p.SessionConfig, t0: float, rate: int, onset: LiveOnset) -> p.Onset:
+def onset_message(config: p.SessionConfig, t0: float, rate: int, onset: Onset) -> p.Onset:
     time_s = t0 + onset.sample / rate
     stamp = None
     if config.fps and time_s >= 0:  # a timecode counts from zero: none before it

@@ -21,9 +21,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
@@ -38,23 +37,17 @@ from service.media.loudness import LevelledSink
 from service.media.mux import FoleyMuxer
 from service.media.source import VideoInfo
 from service.pipeline.backends.base import Backend, create_backend
-from service.pipeline.contacts.synth import ContactSynth
-from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
 from service.pipeline.memo import FeatureCache, WindowMemo
-from service.pipeline.motion.synth import MotionSynth
-from service.pipeline.motion.tier import MotionTier
-from service.pipeline.preprocess import FrameResampler, ModelFrames
-from service.pipeline.streaming import Memo, StageTimer, StreamingSynth
+from service.pipeline.runner import Piece, Runner, create_runner, gather
+from service.pipeline.streaming import Memo, StageTimer
 from service.pipeline.tier import Tier, load_tier
 from service.pipeline.types import (
     AUDIO_FORMATS,
     SAMPLE_RATES,
-    ContactMarker,
     ProgressFn,
     RenderOptions,
     RenderResult,
-    ReuseStats,
 )
 
 log = logging.getLogger(__name__)
@@ -108,13 +101,14 @@ class FoleyEngine:
         chunk sizes requests use (a decoded batch; a live frame), so the first request pays no
         first-run cost."""
         decode.warm_up()
-        synth = self._synth(StageTimer())
+        runner = self._runner(StageTimer())
+        stream = runner.open()
         start = 0
         for n in (decode.BATCH_FRAMES, 1):
             rgb = np.zeros((n, self.tier.height, self.tier.width, 3), np.uint8)
-            list(synth.push(np.arange(start, start + n) / 30.0, rgb))
+            gather(runner.push([stream], [(np.arange(start, start + n) / 30.0, rgb)]), 1)
             start += n
-        list(synth.finish(start / 30.0))
+        gather(runner.finish([stream], [start / 30.0]), 1)
 
     def probe(self, input_path: Path) -> VideoInfo:
         return probe(input_path, limits=self.limits)
@@ -140,9 +134,10 @@ class FoleyEngine:
             opened.append(sink)
             return sink
 
-        synth = self._synth(timer)
+        runner = self._runner(timer)
+        stream = runner.open()
         start_s, duration_s, frames, video_fps, notes = self._render_track(
-            input_path, open_sink, stage, synth, timer, progress
+            input_path, open_sink, stage, runner, stream, timer, progress
         )
         levelling = opened[0].levelling if isinstance(opened[0], LevelledSink) else None
         notes = (*notes, *opened[0].notes)
@@ -157,27 +152,20 @@ class FoleyEngine:
             tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(timer.seconds),
-            reuse=synth.reuse,
-            markers=synth.markers,
+            reuse=runner.reuse,
+            markers=runner.markers(stream),
             levelling=levelling,
             video_fps=video_fps,
             warnings=notes,
         )
 
-    def _synth(self, timer: StageTimer) -> ClipSynth:
-        if isinstance(self.tier, ContactTier):
-            return ContactSynth(self.tier, self.backend, timer=timer)
-        if isinstance(self.tier, MotionTier):
-            return MotionSynth(self.tier, self.backend, timer=timer)
-        return FrameRateSynth(
+    def _runner(self, timer: StageTimer) -> Runner:
+        return create_runner(
             self.tier,
-            StreamingSynth(
-                self.tier,
-                self.backend,
-                timer=timer,
-                static_threshold=self.settings.static_threshold,
-                memo=self.memo,
-            ),
+            self.backend,
+            timer=timer,
+            static_threshold=self.settings.static_threshold,
+            memo=self.memo,
         )
 
     def _check(self, options: RenderOptions) -> None:
@@ -216,14 +204,15 @@ class FoleyEngine:
         input_path: Path,
         open_sink: Callable[[float], Sink],
         stage: str,
-        synth: ClipSynth,
+        runner: Runner,
+        stream: object,
         timer: StageTimer,
         progress: ProgressFn | None,
     ) -> tuple[float, float, int, float, tuple[str, ...]]:
-        """Decode, synthesise with `synth` and hand the track to the sink that `open_sink(start_s)`
-        opens once the first frame's time is known; `stage` names the sink's time. -> (start s,
-        duration s, frames decoded, the video's average frame rate, what was wrong with the file
-        and worked around)."""
+        """Decode, run `stream` of `runner` over the frames and hand the track to the sink that
+        `open_sink(start_s)` opens once the first frame's time is known; `stage` names the
+        sink's time. -> (start s, duration s, frames decoded, the video's average frame rate,
+        what was wrong with the file and worked around)."""
         tier = self.tier
         letterbox = tier.letterbox
         with (
@@ -233,35 +222,37 @@ class FoleyEngine:
                 height=tier.height,
                 limits=self.limits,
                 letterbox=letterbox,
-            ) as stream,
+            ) as video,
             contextlib.ExitStack() as closing,
         ):
             sink: Sink | None = None
-            declared = max(stream.info.duration_s, 1e-3)
-            batches = iter(stream)
+            declared = max(video.info.duration_s, 1e-3)
+            batches = iter(video)
             while True:
                 with timer("decode"):
                     batch = next(batches, None)
                 if batch is None:
                     break
-                chunks = synth.push(batch.pts_s, batch.rgb)
-                if sink is None and synth.t0 is not None:
+                rounds = runner.push([stream], [(batch.pts_s, batch.rgb)])
+                t0 = runner.t0(stream)
+                if sink is None and t0 is not None:
                     with timer(stage):
-                        sink = closing.enter_context(open_sink(synth.t0))
+                        sink = closing.enter_context(open_sink(t0))
                 if sink is not None:
-                    _write(chunks, sink, stage, timer)
-                if progress is not None and synth.t0 is not None:
-                    progress(min(1.0, (float(batch.pts_s[-1]) - synth.t0) / declared))
-            if sink is None or synth.t0 is None:
+                    _write(rounds, sink, stage, timer)
+                if progress is not None and t0 is not None:
+                    progress(min(1.0, (float(batch.pts_s[-1]) - t0) / declared))
+            t0 = runner.t0(stream)
+            if sink is None or t0 is None:
                 raise MediaError("the video stream has no decodable frames", code="no_frames")
-            duration_s, notes = _extent(stream, synth.t0)
-            _write(synth.finish(duration_s), sink, stage, timer)
-            frames_decoded = stream.frames
+            duration_s, notes = _extent(video, t0)
+            _write(runner.finish([stream], [duration_s]), sink, stage, timer)
+            frames_decoded = video.frames
             with timer(stage):
                 closing.close()
         if progress is not None:
             progress(1.0)
-        return synth.t0, duration_s, frames_decoded, stream.info.fps, notes
+        return t0, duration_s, frames_decoded, video.info.fps, notes
 
 
 def _extent(stream: decode.DecodeStream, t0: float) -> tuple[float, tuple[str, ...]]:
@@ -280,57 +271,9 @@ def _extent(stream: decode.DecodeStream, t0: float) -> tuple[float, tuple[str, .
     return duration_s, notes
 
 
-class ClipSynth(Protocol):
-    """A clip's stream, whatever the tier: decoded frames (pts s, rgb at the tier's size) in,
-    audio chunks out, sample 0 at the first frame (`t0`, known after the first push)."""
-
-    t0: float | None
-    reuse: ReuseStats
-
-    @property
-    def markers(self) -> tuple[ContactMarker, ...]: ...
-
-    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]: ...
-
-    def finish(self, duration_s: float) -> Iterator[np.ndarray]: ...
-
-
-class FrameRateSynth:
-    """A frame-rate tier (kind "frames"): frames resampled to the model's rate, then its stages."""
-
-    def __init__(self, tier: TierConfig, synth: StreamingSynth) -> None:
-        self.tier, self.synth = tier, synth
-        self.resampler = FrameResampler(tier.fps)
-        self.reuse = synth.runner.reuse
-
-    @property
-    def t0(self) -> float | None:
-        return self.resampler.t0
-
-    @property
-    def markers(self) -> tuple[ContactMarker, ...]:
-        # The generator tells when, not how hard or what material.
-        return tuple(ContactMarker(t) for t in self.synth.event_times_s)
-
-    def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
-        """In bounded pieces (a source that holds one frame for minutes is minutes of model
-        frames, made and voiced a piece at a time), lazily; `t0` is known on return."""
-        return self._voiced(self.resampler.chunks(pts_s, rgb))
-
-    def _voiced(self, pieces: Iterator[ModelFrames]) -> Iterator[np.ndarray]:
-        for frames in pieces:
-            yield from self.synth.push(frames)
-
-    def finish(self, duration_s: float) -> Iterator[np.ndarray]:
-        num_frames = self.tier.num_frames(duration_s)
-        for frames in self.resampler.finish_chunks(num_frames):
-            yield from self.synth.push(frames)
-        yield from self.synth.finish(num_frames, self.tier.num_samples(duration_s))
-
-
-def _write(chunks: Iterator[np.ndarray], sink: Sink, stage: str, timer: StageTimer) -> None:
-    """Write audio chunks as the synthesizer yields them; only the writing counts as `stage`
-    (the synthesizer times its own stages)."""
-    for chunk in chunks:
+def _write(rounds: Iterable[list[Piece]], sink: Sink, stage: str, timer: StageTimer) -> None:
+    """Write the stream's audio as the runner makes it; only the writing counts as `stage` (the
+    runner times its own stages)."""
+    for (out,) in rounds:
         with timer(stage):
-            sink.write(chunk)
+            sink.write(out.audio)

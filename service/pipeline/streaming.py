@@ -301,56 +301,13 @@ def _by_length(lengths: list[int]) -> list[list[int]]:
     return list(groups.values())
 
 
-class StreamingSynth:
-    """One stream: feed `ModelFrames` in order with `push`, then `finish`; both yield audio
-    chunks in order.
-
-    Not thread-safe: one instance per stream.
-    """
-
-    def __init__(
-        self,
-        tier: TierConfig,
-        backend: Backend,
-        *,
-        timer: StageTimer | None = None,
-        static_threshold: float = 0.0,
-        memo: Memo | None = None,
-    ):
-        self.runner = StreamRunner(
-            tier, backend, timer=timer, static_threshold=static_threshold, memo=memo
-        )
-        self.stream = self.runner.open()
-        self.events: list[int] = []  # acoustic frames (from the first frame) where sounds fired
-
-    @property
-    def event_times_s(self) -> tuple[float, ...]:
-        """The contact sounds fired so far, in seconds from the first frame: where the
-        generator put each event's acoustic frame."""
-        tier = self.runner.tier
-        return tuple(int(f) * tier.hop / tier.sample_rate for f in self.events)
-
-    def push(self, frames: ModelFrames) -> Iterator[np.ndarray]:
-        (chunk,) = self.runner.push([self.stream], [frames])
-        self.events.extend(chunk.events.tolist())
-        if len(chunk.audio):
-            yield chunk.audio
-
-    def finish(self, num_frames: int, num_samples: int) -> Iterator[np.ndarray]:
-        """Flush the last frames; the track ends at `num_samples` (the video's duration)."""
-        if self.stream.frames != num_frames:
-            raise ValueError(f"{self.stream.frames} frames pushed, clip has {num_frames}")
-        (chunk,) = self.runner.finish([self.stream])
-        self.events.extend(chunk.events.tolist())
-        # Only the last frame can be partial, and it comes out here.
-        yield chunk.audio[: max(0, num_samples - chunk.start)]
-
-
 def synthesize_clip(
     frames: ModelFrames, *, tier: TierConfig, backend: Backend, num_samples: int | None = None
 ) -> np.ndarray:
-    """A whole clip in one push: the reference any chunking must equal."""
-    if num_samples is None:
-        num_samples = len(frames) * tier.samples_per_frame
-    synth = StreamingSynth(tier, backend)
-    return np.concatenate([*synth.push(frames), *synth.finish(len(frames), num_samples)])
+    """A whole clip in one push: the reference any chunking must equal. The track ends at
+    `num_samples` (only the last frame can be partial)."""
+    runner = StreamRunner(tier, backend)
+    stream = runner.open()
+    (chunk,) = runner.push([stream], [frames])
+    (last,) = runner.finish([stream])
+    return np.concatenate([chunk.audio, last.audio])[:num_samples]

@@ -4,7 +4,7 @@ all of them, a micro-batch at a time.
 The event loop only moves bytes: it hands each received frame to `PreviewWorker.submit` and sends
 what the worker delivers. The worker thread waits for a frame, gives the other sessions
 `batch_window_s` to add theirs, then for every session with input decodes and scales its frames,
-and runs the tier's streams on them (service.preview.runners: for a frame-rate tier, each stage
+and runs the tier's streams on them (service.pipeline.runner: for a frame-rate tier, each stage
 once for the whole batch). Outputs go back through each session's `deliver`
 callback, which must not block (the transport posts them to its event loop).
 
@@ -29,10 +29,10 @@ from service.errors import DeviceOutOfMemory
 from service.media.audio_out import ExactResampler
 from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
+from service.pipeline.runner import Onset, Piece, create_runner, gather
 from service.pipeline.tier import Tier
 from service.preview.frames import FrameDecoder
 from service.preview.protocol import MAX_FRAME_GAP_S, FrameMessage, SessionConfig
-from service.preview.runners import LiveChunk, LiveOnset, create_runner
 
 log = logging.getLogger(__name__)
 MIN_FRAME_S = 1.0 / 30  # how long a stream's one frame lasts when nothing says otherwise
@@ -49,7 +49,7 @@ class AudioOut:
 
     start: int
     samples: np.ndarray
-    onsets: list[LiveOnset]  # sample indices at the session's rate
+    onsets: list[Onset]  # sample indices at the session's rate
     received_at: float  # time.perf_counter() of the frame that completed this audio
     compute_s: float  # the worker's time for the batch that made it
     batch: int  # sessions in that batch
@@ -79,7 +79,7 @@ class Session:
     stream: object  # the runner's
     out: ExactResampler
     level: LiveLevel
-    onsets: list[LiveOnset] = field(default_factory=list)  # fired, their sample not yet out
+    onsets: list[Onset] = field(default_factory=list)  # fired, their sample not yet out
     pending: deque[tuple[FrameMessage, float]] = field(default_factory=deque)
     ending: bool = False
     closed: bool = False
@@ -213,14 +213,16 @@ class PreviewWorker:
             decoded = self._decoded(session, frames)
             if decoded is not None:
                 todo.append((session, decoded, frames[-1][1]))
-        chunks = self.runner.push([s.stream for s, _, _ in todo], [d for _, d, _ in todo])
+        streams = [s.stream for s, _, _ in todo]
+        chunks = gather(self.runner.push(streams, [d for _, d, _ in todo]), len(todo))
         for session, _, _ in todo:
             session.t0 = self.runner.t0(session.stream) or 0.0
-        outputs: list[tuple[Session, LiveChunk, float, int]] = [
+        outputs: list[tuple[Session, Piece, float, int]] = [
             (s, c, received, len(todo)) for (s, _, received), c in zip(todo, chunks, strict=True)
         ]
         enders = [s for s, _, ending in batch if ending and not s.closed]
-        finals = self.runner.finish([s.stream for s in enders], [self._duration(s) for s in enders])
+        ending = self.runner.finish([s.stream for s in enders], [self._duration(s) for s in enders])
+        finals = gather(ending, len(enders))
         compute_s = time.perf_counter() - started
         # batch 0: audio flushed at the end, not made for a frame (left out of the statistics).
         for session, chunk, received, size in outputs:
@@ -280,7 +282,7 @@ class PreviewWorker:
         return session.last_pts - session.t0 + max(interval, MIN_FRAME_S)
 
     def _deliver_audio(
-        self, session: Session, chunk: LiveChunk, received: float, compute_s: float, batch: int
+        self, session: Session, chunk: Piece, received: float, compute_s: float, batch: int
     ) -> None:
         if session.closed or not len(chunk.audio):
             return

@@ -32,7 +32,7 @@ from service.pipeline.contract import TierConfig
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.memo import FeatureCache, WindowMemo
 from service.pipeline.preprocess import FrameResampler, ModelFrames, to_model_input
-from service.pipeline.streaming import Memo, StreamingSynth, initial_state
+from service.pipeline.streaming import Memo, StreamRunner, initial_state
 from service.pipeline.types import RenderOptions, ReuseStats
 from service.pipeline.windows import MAX_FRAMES, WindowCutter
 
@@ -112,12 +112,18 @@ def _render(
     shipped, clip: ModelFrames, *, threshold: float = 0.0, memo: Memo | None = None
 ) -> tuple[np.ndarray, ReuseStats]:
     tier, backend = shipped
-    synth = StreamingSynth(tier, backend, static_threshold=threshold, memo=memo)
-    chunks = []
-    for k in range(0, len(clip), CHUNK):
-        chunks += synth.push(ModelFrames(k, clip.rgb[k : k + CHUNK], clip.age[k : k + CHUNK]))
-    chunks += synth.finish(len(clip), len(clip) * tier.samples_per_frame)
-    return np.concatenate(chunks), synth.runner.reuse
+    runner = StreamRunner(tier, backend, static_threshold=threshold, memo=memo)
+    return _pushed(runner, clip, CHUNK), runner.reuse
+
+
+def _pushed(runner: StreamRunner, clip: ModelFrames, size: int) -> np.ndarray:
+    """The clip through one stream of `runner`, `size` frames a push."""
+    stream, chunks = runner.open(), []
+    for k in range(0, len(clip), size):
+        frames = ModelFrames(k, clip.rgb[k : k + size], clip.age[k : k + size])
+        chunks += runner.push([stream], [frames])
+    chunks += runner.finish([stream])
+    return np.concatenate([c.audio for c in chunks])
 
 
 def _plain(shipped, clip: ModelFrames) -> np.ndarray:
@@ -183,12 +189,8 @@ def test_static_skip_is_the_same_in_any_chunking(shipped, clips) -> None:
     tier, backend = shipped
     clip = clips["static"]
     whole, _ = _render(shipped, clip, threshold=THRESHOLD)
-    synth = StreamingSynth(tier, backend, static_threshold=THRESHOLD)
-    chunks = []
-    for k in range(len(clip)):
-        chunks += synth.push(ModelFrames(k, clip.rgb[k : k + 1], clip.age[k : k + 1]))
-    chunks += synth.finish(len(clip), len(clip) * tier.samples_per_frame)
-    _within(np.concatenate(chunks), whole, 1e-5)
+    one_by_one = _pushed(StreamRunner(tier, backend, static_threshold=THRESHOLD), clip, 1)
+    _within(one_by_one, whole, 1e-5)
 
 
 # --- window memo --------------------------------------------------------------------------------

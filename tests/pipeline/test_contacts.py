@@ -27,8 +27,9 @@ from service.pipeline.contacts.render import (
 from service.pipeline.contacts.synth import ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 from service.pipeline.contacts.tracking import Track
+from service.pipeline.runner import ContactRunner, gather
+from service.pipeline.streaming import StageTimer
 from service.preview import protocol as p
-from service.preview.runners import ContactRunner
 from service.preview.worker import AudioOut, EndOut, PreviewWorker
 
 SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
@@ -284,15 +285,19 @@ def test_two_live_sessions_share_the_localiser_and_keep_their_tracks(
     pts, rgb = _decode(SAMPLE, tier)
     pts, rgb = pts[:60], rgb[:60]
     alone, _ = _run(tier, backend, pts, rgb, [1] * 59, 2.0)
-    runner = ContactRunner(tier, backend)
+    runner = ContactRunner(tier, backend, StageTimer())
     a, b = runner.open(), runner.open()
     out_a, out_b = [], []
     for k in range(60):
         # b sees the clip mirrored: other objects, other tracks
-        chunk_a, chunk_b = runner.push(
-            [a, b], [(pts[k : k + 1], rgb[k : k + 1]), (pts[k : k + 1], rgb[k : k + 1, :, ::-1])]
+        chunk_a, chunk_b = gather(
+            runner.push(
+                [a, b],
+                [(pts[k : k + 1], rgb[k : k + 1]), (pts[k : k + 1], rgb[k : k + 1, :, ::-1])],
+            ),
+            2,
         )
         out_a.append(chunk_a.audio)
         out_b.append(chunk_b.audio)
-    out_a += [c.audio for c in runner.finish([a], [2.0])]
+    out_a += [c.audio for c in gather(runner.finish([a], [2.0]), 1)]
     np.testing.assert_allclose(np.concatenate(out_a), alone, atol=1e-6)

@@ -14,7 +14,7 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.backends.cuda import CudaBackend
 from service.pipeline.contract import TierConfig
 from service.pipeline.preprocess import ModelFrames, to_model_input
-from service.pipeline.streaming import StreamingSynth, StreamRunner, synthesize_clip
+from service.pipeline.streaming import StreamRunner, synthesize_clip
 
 
 def _clip(tier: TierConfig, n: int, seed: int = 0) -> ModelFrames:
@@ -26,12 +26,13 @@ def _clip(tier: TierConfig, n: int, seed: int = 0) -> ModelFrames:
 def _streamed(
     tier: TierConfig, backend: Backend, clip: ModelFrames, pushes: list[int], num_samples: int
 ) -> np.ndarray:
-    synth = StreamingSynth(tier, backend)
+    runner = StreamRunner(tier, backend)
+    stream = runner.open()
     chunks, edges = [], [0, *np.cumsum(pushes)]
     for a, b in itertools.pairwise(edges):
-        chunks += synth.push(ModelFrames(int(a), clip.rgb[a:b], clip.age[a:b]))
-    chunks += synth.finish(len(clip), num_samples)
-    return np.concatenate(chunks)
+        chunks += runner.push([stream], [ModelFrames(int(a), clip.rgb[a:b], clip.age[a:b])])
+    chunks += runner.finish([stream])
+    return np.concatenate([c.audio for c in chunks])[:num_samples]
 
 
 def _close(a: np.ndarray, b: np.ndarray) -> None:
@@ -85,33 +86,35 @@ def test_audio_follows_the_frames_by_the_lookahead(
     clip, spf = _clip(tiny_tier, 30), tiny_tier.samples_per_frame
     ahead = tiny_tier.generator.right_context
     assert ahead > 1  # the tiny model's, not the default one frame
-    synth = StreamingSynth(tiny_tier, tiny_backend)
+    runner = StreamRunner(tiny_tier, tiny_backend)
+    stream = runner.open()
     out = 0
     for k in range(len(clip)):
         frame = ModelFrames(k, clip.rgb[k : k + 1], clip.age[k : k + 1])
-        out += sum(len(a) for a in synth.push(frame))
+        out += sum(len(c.audio) for c in runner.push([stream], [frame]))
         # frame k - ahead is complete once frame k is in
         assert out == max(0, k + 1 - ahead) * spf
-    out += sum(len(a) for a in synth.finish(len(clip), len(clip) * spf))
+    out += sum(len(c.audio) for c in runner.finish([stream]))
     assert out == len(clip) * spf
 
 
 def test_state_keeps_the_contract_shapes(tiny_tier: TierConfig, tiny_backend: Backend) -> None:
     """Memory does not grow with the clip: all a stream keeps is its fixed-size state."""
     clip = _clip(tiny_tier, 300)
-    synth = StreamingSynth(tiny_tier, tiny_backend)
+    runner = StreamRunner(tiny_tier, tiny_backend)
+    stream = runner.open()
     for k in range(0, 300, 25):
-        list(synth.push(ModelFrames(k, clip.rgb[k : k + 25], clip.age[k : k + 25])))
+        runner.push([stream], [ModelFrames(k, clip.rgb[k : k + 25], clip.age[k : k + 25])])
     for stage in tiny_tier.stages:
-        shapes = {name: list(v.shape) for name, v in synth.stream.state[stage.name].items()}
+        shapes = {name: list(v.shape) for name, v in stream.state[stage.name].items()}
         assert shapes == {n: [1 if d == "B" else d for d in s] for n, s in stage.state.items()}
 
 
 def test_frames_out_of_order_are_refused(tiny_tier: TierConfig, tiny_backend: Backend) -> None:
     clip = _clip(tiny_tier, 10)
-    synth = StreamingSynth(tiny_tier, tiny_backend)
+    runner = StreamRunner(tiny_tier, tiny_backend)
     with pytest.raises(ValueError, match="expected 0"):
-        list(synth.push(ModelFrames(3, clip.rgb, clip.age)))
+        runner.push([runner.open()], [ModelFrames(3, clip.rgb, clip.age)])
 
 
 def test_streams_run_together_as_they_run_alone(

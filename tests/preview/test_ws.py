@@ -22,9 +22,9 @@ from service.config import Settings
 from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
 from service.media.loudness import CEILING_DBTP, measure
+from service.pipeline.runner import Onset
 from service.pipeline.types import ContactMarker, RenderOptions
 from service.preview import protocol as p
-from service.preview.runners import LiveOnset
 from service.preview.worker import AudioOut
 from tests.api.conftest import wait_ready
 from tests.preview.jpegs import declaring, jpeg
@@ -507,7 +507,7 @@ def test_close_reasons_are_cut_by_bytes_on_a_character() -> None:
 
 def test_an_onset_before_zero_has_no_timecode() -> None:
     config = p.SessionConfig(type="config", width=96, height=96, fps=30)
-    onset = LiveOnset(sample=0, marker=ContactMarker(0.0, "impact", 1.0, None))
+    onset = Onset(sample=0, marker=ContactMarker(0.0, "impact", 1.0, None))
     assert onset_message(config, -2.0, 48000, onset).timecode is None
     assert onset_message(config, 2.0, 48000, onset).timecode == "00:00:02:00"
 
