@@ -17,8 +17,9 @@ next call; `gather` joins them (a live stream's gaps are bounded: protocol.MAX_F
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 import numpy as np
@@ -27,7 +28,7 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.synth import ContactSynth, locate
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
-from service.pipeline.motion.synth import MotionSynth
+from service.pipeline.motion.synth import MotionSynth, measured
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.preprocess import FrameResampler, ModelFrames
 from service.pipeline.streaming import Chunk, Memo, StageTimer, Stream, StreamRunner
@@ -159,13 +160,18 @@ class FrameRateRunner:
         return self._rounds(streams, pieces)
 
     def finish(self, streams: list[FrameStream], durations_s: list[float]) -> Rounds:
-        for s, duration in zip(streams, durations_s, strict=True):
-            rest = s.resampler.finish_chunks(self.tier.num_frames(duration))
-            yield from self._rounds([s], [rest])
-            (chunk,) = self.runner.finish([s.stream])
-            # Only the last frame can be partial, and it comes out here.
-            end = self.tier.num_samples(duration) - chunk.start
-            yield [self._output(s, Chunk(chunk.start, chunk.audio[: max(0, end)], chunk.events))]
+        tier = self.tier
+        rest = [
+            s.resampler.finish_chunks(tier.num_frames(d))
+            for s, d in zip(streams, durations_s, strict=True)
+        ]
+        yield from self._rounds(streams, rest)
+        chunks = self.runner.finish([s.stream for s in streams])
+        # Only the last frame can be partial, and it comes out here.
+        yield [
+            self._output(s, replace(c, audio=c.audio[: max(0, tier.num_samples(d) - c.start)]))
+            for s, c, d in zip(streams, chunks, durations_s, strict=True)
+        ]
 
     def _rounds(self, streams: list[FrameStream], pieces: list[Iterator[ModelFrames]]) -> Rounds:
         while True:
@@ -280,8 +286,15 @@ class MotionRunner(_EventRunner):
     def push(
         self, streams: list[MotionSynth], frames: list[tuple[np.ndarray, np.ndarray]]
     ) -> Rounds:
+        """Every stream's frames are observed first, so that their flow is measured at once
+        while each stream's head reads the frames before."""
         glides = [_glides(s) for s in streams]
-        audio = [s.push(*f) for s, f in zip(streams, frames, strict=True)]
+        observed = [s.observe(*f) for s, f in zip(streams, frames, strict=True)]
+        intervals = measured([o for seen in observed for o in seen], self.timer)
+        audio = [
+            s.take(seen, itertools.islice(intervals, len(seen)))
+            for s, seen in zip(streams, observed, strict=True)
+        ]
         return self._rounds(streams, audio, glides)
 
 

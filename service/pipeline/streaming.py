@@ -19,6 +19,7 @@ What was reused is counted in the runner's `reuse` (service.pipeline.types.Reuse
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,10 +37,12 @@ from service.pipeline.windows import Window, WindowCutter, context_frames
 
 
 class StageTimer:
-    """Seconds spent per stage, summed over a render."""
+    """Seconds spent per stage, summed over a render (stages that run in threads side by
+    side overlap: their sum may pass the render's time). Thread-safe."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
+        self._lock = threading.Lock()
 
     @contextmanager
     def __call__(self, stage: str) -> Iterator[None]:
@@ -47,7 +50,9 @@ class StageTimer:
         try:
             yield
         finally:
-            self.seconds[stage] = self.seconds.get(stage, 0.0) + time.perf_counter() - start
+            took = time.perf_counter() - start
+            with self._lock:
+                self.seconds[stage] = self.seconds.get(stage, 0.0) + took
 
 
 def initial_state(stage: StageSpec, batch: int = 1) -> dict[str, np.ndarray]:

@@ -15,14 +15,18 @@ from service.pipeline.streaming import StageTimer
 ENGINES = ["real_engine", "frames_engine", "objects_engine"]
 
 
-def _frames(engine, n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def _frames(
+    engine, n: int, *, hit: float = 12.3, x: float = 0.5, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """A bright square falling on a dark picture to a floor it reaches at frame `hit`, at `x`
+    of the width: a contact every kind fires on."""
     rng = np.random.default_rng(seed)
     tier = engine.tier
-    # A bright square falling on a dark picture, then resting: motion to fire on.
     rgb = np.full((n, tier.height, tier.width, 3), 20, np.uint8)
+    floor, side, left = tier.height * 2 // 3, max(6, tier.height // 12), int(x * tier.width)
     for k in range(n):
-        y = min(int(2.5 * k), tier.height - 12)
-        rgb[k, y : y + 12, 40:52] = 230
+        y = int(min(k / hit, 1.0) * (floor - side))
+        rgb[k, y : y + side, left : left + side] = 230
     rgb += rng.integers(0, 4, rgb.shape, dtype=np.uint8)
     return np.arange(n) / 30.0, rgb
 
@@ -76,3 +80,32 @@ def test_a_file_and_a_live_stream_are_one_runner(name: str, request: pytest.Fixt
     rate = tier.sample_rate
     starts = {int(np.ceil(m.time_s * rate - 1e-9)) for m in markers[0] if m.kind == "impact"}
     assert starts and starts <= set(onsets[0])
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_streams_pushed_together_give_what_each_gives_alone(
+    name: str, request: pytest.FixtureRequest
+) -> None:
+    """The live worker's batch: streams in one push (for `motion`, every stream's flow measured
+    at once) keep their own state and their own track."""
+    engine = request.getfixturevalue(name)
+    clips = [_frames(engine, 30, hit=8.5, x=0.2), _frames(engine, 30, seed=1)]
+    alone = []
+    for pts, rgb in clips:
+        runner = create_runner(engine.tier, engine.backend)
+        stream = runner.open()
+        out = gather(runner.push([stream], [(pts, rgb)]), 1)
+        out += gather(runner.finish([stream], [1.0]), 1)
+        alone.append(np.concatenate([o.audio for o in out]))
+    runner = create_runner(engine.tier, engine.backend)
+    streams = [runner.open(), runner.open()]
+    audio: list[list[np.ndarray]] = [[], []]
+    for k in range(0, 30, 3):
+        frames = [(pts[k : k + 3], rgb[k : k + 3]) for pts, rgb in clips]
+        for i, out in enumerate(gather(runner.push(streams, frames), 2)):
+            audio[i].append(out.audio)
+    for i, out in enumerate(gather(runner.finish(streams, [1.0, 1.0]), 2)):
+        audio[i].append(out.audio)
+    for mine, reference in zip(audio, alone, strict=True):
+        np.testing.assert_allclose(np.concatenate(mine), reference, atol=1e-5)
+    assert not np.allclose(alone[0], alone[1])

@@ -8,6 +8,10 @@
 of the interval it made decidable: interval k (frame k to k + 1) is decided when the frame
 after it, k + 1 + AHEAD, is in. A shot cut decides what the last shot held back with nothing
 after it, and the new shot starts with no motion; `finish()` does the same at the stream's end.
+`push` is `observe`, `measure` and `take`: `observe` (cuts, the frame paired with the last) and
+`take` (the head, the events) keep the stream's state and go frame by frame; `measure` (the
+flow of a pair, most of the time) is pure, so a caller may measure several frames at once in
+other threads (flow.measure).
 
 `head` runs the contact head on a batch of windows [B, WINDOW * CHANNELS, h, w] and answers
 probability [B, h2, w2], u [B, h2, w2], strength [B, h2, w2], material [B, M, h2, w2], and,
@@ -22,16 +26,26 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
 from service.pipeline.contacts.cuts import CutDetector
 from service.pipeline.motion.events import EventPicker, HeadMaps, Peak
-from service.pipeline.motion.flow import Interval, MotionField
+from service.pipeline.motion.flow import Interval, MotionField, Pair, measure
 from service.pipeline.motion.layer import Glide
 from service.pipeline.motion.window import AHEAD, BACK, stack, window
 
 HeadFn = Callable[[np.ndarray], dict[str, np.ndarray]]
+
+
+class Observed(NamedTuple):
+    """A frame: its time, whether it starts a shot, and it with the one before (None: the
+    shot's first)."""
+
+    time_s: float
+    cut: bool
+    pair: Pair | None
 
 
 @dataclass
@@ -65,14 +79,23 @@ class MotionDetector:
         return shot.times[j][0] if 0 <= j < len(shot.times) else self._last_s
 
     def push(self, time_s: float, rgb: np.ndarray) -> list[Peak]:
+        observed = self.observe(time_s, rgb)
+        return self.take(observed, None if observed.pair is None else measure(observed.pair))
+
+    def observe(self, time_s: float, rgb: np.ndarray) -> Observed:
         cut = self.cuts.push(rgb, time_s)
+        return Observed(time_s, cut, self.field.pair(time_s, rgb, cut=cut))
+
+    def take(self, observed: Observed, interval: Interval | None) -> list[Peak]:
+        """In frame order, each observed frame with its pair measured: the events it made
+        decidable."""
+        time_s, cut = observed.time_s, observed.cut
         self._last_s = time_s
         found: list[Peak] = []
         if cut:
             found = self._flush()
             self.shot = _Shot()
             self.picker.reset()
-        interval = self.field.push(time_s, rgb, cut=cut)
         if interval is not None:
             self._add(interval)
             found += self._decide(self.shot.count - 1 - AHEAD)

@@ -24,11 +24,15 @@ robustly (least median of squares) to the flow on a grid inside the picture and 
 pan or a shaking hand leaves the scene still and only things that move against it remain.
 
 A shot cut (the caller says which frame starts a new shot) has no interval: the first frame of
-the shot starts over. Deterministic; one per stream; not thread-safe.
+the shot starts over. `push` is `measure(pair(...))`: `pair` keeps the stream's state and is
+cheap, `measure` is pure and takes the time, so several pairs may be measured at once in
+threads. Deterministic; one per stream; not thread-safe.
 """
 
 from __future__ import annotations
 
+import functools
+import threading
 from dataclasses import dataclass
 
 import cv2
@@ -46,6 +50,17 @@ MIN_CAMERA_POINTS = 12
 # interval; `change` shows those.
 PRESET = cv2.DISOPTICAL_FLOW_PRESET_ULTRAFAST
 FINEST_SCALE = 1
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two frames of one shot, grey, and the grid inside the picture the camera is fitted on."""
+
+    start_s: float
+    before: np.ndarray
+    end_s: float
+    after: np.ndarray
+    grid: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -122,18 +137,18 @@ class MotionField:
         if width % FACTOR or height % FACTOR:
             raise ValueError(f"picture {width}x{height} is not whole blocks of {FACTOR}")
         self.width, self.height = width, height
-        self._dis = cv2.DISOpticalFlow_create(PRESET)
-        self._dis.setFinestScale(FINEST_SCALE)
         self._last: tuple[float, np.ndarray] | None = None
         self._picture = PictureBox()
         self._bounds: tuple[int, int, int, int] | None = None
         self._grid = np.zeros((0, 2), np.float32)
-        self._pixels = np.meshgrid(
-            np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32)
-        )
 
     def push(self, time_s: float, rgb: np.ndarray, *, cut: bool = False) -> Interval | None:
         """`rgb` (height, width, 3) uint8 at `time_s`; `cut`: it starts a new shot."""
+        pair = self.pair(time_s, rgb, cut=cut)
+        return None if pair is None else measure(pair)
+
+    def pair(self, time_s: float, rgb: np.ndarray, *, cut: bool = False) -> Pair | None:
+        """The frame with the one before it, to `measure`; None for a shot's first frame."""
         if rgb.shape != (self.height, self.width, 3):
             raise ValueError(f"frame {rgb.shape} is not the picture's {self.height}x{self.width}")
         grey = grey_of(rgb)
@@ -143,7 +158,7 @@ class MotionField:
             return None
         if time_s <= last[0]:
             raise ValueError("frames must come in increasing time order")
-        return self._interval(last[0], last[1], time_s, grey)
+        return Pair(last[0], last[1], time_s, grey, self._grid)
 
     def _widen(self, rgb: np.ndarray) -> None:
         """The camera is fitted inside the picture: where any frame so far was not black
@@ -154,29 +169,50 @@ class MotionField:
         if bounds != self._bounds:
             self._bounds, self._grid = bounds, picture_grid(bounds)
 
-    def _interval(self, t0: float, before: np.ndarray, t1: float, after: np.ndarray) -> Interval:
-        flow = self._dis.calc(before, after, None)
-        matrix = camera_motion(flow, self._grid)
-        # The error of the raw flow (the camera's motion is part of what it explains): the
-        # later frame pulled back along the flow, against the earlier one.
-        xs, ys = self._pixels
-        warped = cv2.remap(after, xs + flow[..., 0], ys + flow[..., 1], cv2.INTER_LINEAR)
-        error = np.abs(before.astype(np.float32) - warped.astype(np.float32)) / np.float32(255)
-        moved = camera_flow_at(matrix, xs, ys)
-        followed = cv2.remap(after, xs + moved[..., 0], ys + moved[..., 1], cv2.INTER_LINEAR)
-        change = np.abs(before.astype(np.float32) - followed.astype(np.float32)) / np.float32(255)
-        residual = flow - moved
-        scale = np.float32(VELOCITY_DT_S / (t1 - t0))
-        residual = residual.transpose(2, 0, 1) * scale
-        speed = np.sqrt(residual[0] ** 2 + residual[1] ** 2)
-        grey = blocks(after.astype(np.float32), FACTOR) / np.float32(255)
-        return Interval(
-            start_s=t0,
-            end_s=t1,
-            flow=blocks(residual, FACTOR).astype(np.float32),
-            speed_max=blocks(speed, FACTOR, "max").astype(np.float32),
-            warp_error=blocks(error, FACTOR).astype(np.float32),
-            change=blocks(change, FACTOR).astype(np.float32),
-            grey=(grey - grey.mean()).astype(np.float32),
-            camera=matrix,
-        )
+
+def measure(pair: Pair) -> Interval:
+    """The motion between a pair's frames (the module docstring's maps). Thread-safe."""
+    t0, before, t1, after = pair.start_s, pair.before, pair.end_s, pair.after
+    flow = _dis().calc(before, after, None)
+    matrix = camera_motion(flow, pair.grid)
+    # The error of the raw flow (the camera's motion is part of what it explains): the
+    # later frame pulled back along the flow, against the earlier one.
+    xs, ys = _pixels(*before.shape)
+    warped = cv2.remap(after, xs + flow[..., 0], ys + flow[..., 1], cv2.INTER_LINEAR)
+    error = np.abs(before.astype(np.float32) - warped.astype(np.float32)) / np.float32(255)
+    moved = camera_flow_at(matrix, xs, ys)
+    followed = cv2.remap(after, xs + moved[..., 0], ys + moved[..., 1], cv2.INTER_LINEAR)
+    change = np.abs(before.astype(np.float32) - followed.astype(np.float32)) / np.float32(255)
+    residual = flow - moved
+    scale = np.float32(VELOCITY_DT_S / (t1 - t0))
+    residual = residual.transpose(2, 0, 1) * scale
+    speed = np.sqrt(residual[0] ** 2 + residual[1] ** 2)
+    grey = blocks(after.astype(np.float32), FACTOR) / np.float32(255)
+    return Interval(
+        start_s=t0,
+        end_s=t1,
+        flow=blocks(residual, FACTOR).astype(np.float32),
+        speed_max=blocks(speed, FACTOR, "max").astype(np.float32),
+        warp_error=blocks(error, FACTOR).astype(np.float32),
+        change=blocks(change, FACTOR).astype(np.float32),
+        grey=(grey - grey.mean()).astype(np.float32),
+        camera=matrix,
+    )
+
+
+_local = threading.local()  # DIS keeps working buffers: one instance per thread
+
+
+def _dis() -> cv2.DISOpticalFlow:
+    if not hasattr(_local, "dis"):
+        _local.dis = cv2.DISOpticalFlow_create(PRESET)
+        _local.dis.setFinestScale(FINEST_SCALE)
+    return _local.dis
+
+
+@functools.cache
+def _pixels(height: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each pixel's x and y (read only: shared by every stream and thread)."""
+    xs, ys = np.meshgrid(np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32))
+    xs.flags.writeable = ys.flags.writeable = False
+    return xs, ys

@@ -15,15 +15,17 @@ lookahead held back. Deterministic; not thread-safe (one instance per stream).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.render import Event, EventRenderer, emit
-from service.pipeline.motion.detector import MotionDetector
+from service.pipeline.motion.detector import MotionDetector, Observed
 from service.pipeline.motion.events import Peak
+from service.pipeline.motion.flow import Interval, measure
 from service.pipeline.motion.layer import GlideLayer
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.motion.vocoder import NeuralVoices
@@ -31,6 +33,9 @@ from service.pipeline.streaming import StageTimer
 from service.pipeline.types import ContactMarker, ReuseStats
 
 MAX_IMPULSE = 20.0  # N s: a strength the head reads this far above its reference is clipped
+# Shared by every stream of the process: flow is pure, and two threads are what 2 cores hold
+# beside the thread that runs the head.
+_FLOW_THREADS = ThreadPoolExecutor(2, thread_name_prefix="motion-flow")
 
 
 @dataclass(frozen=True)
@@ -79,19 +84,34 @@ class MotionSynth:
 
     def push(self, pts_s: np.ndarray, rgb: np.ndarray) -> Iterator[np.ndarray]:
         """The frames are taken at once (not lazily); the audio that became final comes out in
-        pieces of at most a second as the result is iterated."""
+        pieces of at most a second as the result is iterated. `take(observe(...))`: a runner
+        of several streams observes them all first, so that the flow of every frame is measured
+        at once (`measured`)."""
+        observed = self.observe(pts_s, rgb)
+        return self.take(observed, measured(observed, self.timer))
+
+    def observe(self, pts_s: np.ndarray, rgb: np.ndarray) -> list[Observed]:
+        """The frames' first half: checked, each paired with the one before."""
         if not len(pts_s):
-            return iter(())
+            return []
         if self.t0 is None:
             self.t0 = float(pts_s[0])
         times = np.asarray(pts_s, np.float64) - self.t0
         if times[0] <= self._last_s or np.any(np.diff(times) <= 0):
             raise ValueError("frames must come in increasing time order")
         self._last_s = float(times[-1])
-        for t, frame in zip(times, rgb, strict=True):
-            with self.timer("preprocess"):
-                peaks = self.detector.push(float(t), frame)
-            self._fire(peaks)
+        with self.timer("preprocess"):
+            return [self.detector.observe(float(t), f) for t, f in zip(times, rgb, strict=True)]
+
+    def take(
+        self, observed: list[Observed], intervals: Iterable[Interval | None]
+    ) -> Iterator[np.ndarray]:
+        """The second half, each observed frame with its motion: the contacts at once, the
+        audio that became final lazily."""
+        if not observed:
+            return iter(())
+        for seen, interval in zip(observed, intervals, strict=True):
+            self._fire(self.detector.take(seen, interval))
             self._glide()
             self.frames += 1
         return self._emit(self.detector.undecided_s + min(0.0, self.tier.settings.offset_s))
@@ -137,3 +157,20 @@ class MotionSynth:
         yield from emit(
             self.renderer, round(until_s * self.tier.sample_rate), self.timer, last=last
         )
+
+
+def measured(observed: list[Observed], timer: StageTimer) -> Iterator[Interval | None]:
+    """Each observed frame's motion since the one before, in order. Several frames at once (a
+    file's decoded batch, or one frame of each live stream): measured in the flow threads while
+    the caller's head reads the ones before, so the flow and the head share the cores; what
+    comes out is what one frame at a time gives."""
+
+    def one(seen: Observed) -> Interval | None:
+        if seen.pair is None:
+            return None
+        with timer("preprocess"):
+            return measure(seen.pair)
+
+    if len(observed) <= 1:
+        return iter([one(o) for o in observed])
+    return _FLOW_THREADS.map(one, observed)
