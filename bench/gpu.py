@@ -99,7 +99,7 @@ def agreement(tier: str, backend: Backend, clip: Path, workdir: Path) -> tuple[f
     reference = load_engine(settings, tier)
     tracks = []
     for engine in (reference, FoleyEngine(settings, reference.tier, backend)):
-        engine.render(clip, workdir / "a.wav", RenderOptions(format="wav", loudness_lufs=None))
+        engine.render(clip, workdir / "a.wav", RenderOptions(format="wav", loudness=None))
         tracks.append(read_audio(workdir / "a.wav")[0])
     mel = LogMel(sample_rate=48000, hop=400, n_fft=1600, n_mels=64, fmin=0.0, fmax=24000.0,
                  log_floor=1e-5)  # fmt: skip

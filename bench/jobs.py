@@ -30,6 +30,7 @@ from service.config import Settings
 from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
+from service.pipeline.types import RenderOptions
 
 BROKER_REDIS = ("--maxmemory-policy", "noeviction", "--appendonly", "yes",
                 "--appendfsync", "always")  # fmt: skip
@@ -62,7 +63,7 @@ def run_jobs(manager: JobManager, clip: Path, jobs: int) -> float:
     for _ in range(jobs):
         upload = manager.storage.receiving_dir() / "upload"
         shutil.copyfile(clip, upload)
-        record = JobRecord(new_job_id(), "bench", "wav", 48000, "export", filename=clip.name)
+        record = JobRecord(new_job_id(), "bench", RenderOptions(tier="export"), filename=clip.name)
         ids.append(manager.submit(record, upload).record.id)
     pending = set(ids)
     while pending:

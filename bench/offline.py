@@ -95,7 +95,7 @@ def main() -> None:
         for fmt in renders:
             # "raw": WAV at the model's own level, to show what loudness normalisation costs.
             options = (
-                RenderOptions(format="wav", loudness_lufs=None)
+                RenderOptions(format="wav", loudness=None)
                 if fmt == "raw"
                 else RenderOptions(format=fmt)  # type: ignore[arg-type]
             )

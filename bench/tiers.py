@@ -56,7 +56,7 @@ def offline_rtf(engine: FoleyEngine) -> float:
         runs = []
         for _ in range(3):
             start = time.perf_counter()
-            raw = RenderOptions(format="wav", loudness_lufs=None)  # the model's own cost
+            raw = RenderOptions(format="wav", loudness=None)  # the model's own cost
             engine.render(clip, Path(tmp) / "out.wav", raw)
             runs.append(time.perf_counter() - start)
     return statistics.median(runs) / CLIP_SECONDS

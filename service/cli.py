@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, TextIO, get_args
 
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput, ModelConfigError
-from service.generate import FORMATS, SUFFIX, Job, plan_batch, staged, write_events
-from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS, Levelling
+from service.generate import FORMATS, Job, plan_batch, staged, write_events
+from service.media.loudness import Levelling
 from service.pipeline.backends.base import BackendName
 from service.pipeline.loading import load_engine
 from service.pipeline.tiers import listed_tiers, resolve_tier
-from service.pipeline.types import SAMPLE_RATES, ProgressFn, RenderOptions
+from service.pipeline.types import DEFAULT_OPTIONS, SAMPLE_RATES, ProgressFn, RenderOptions
 
 if TYPE_CHECKING:
     import uvicorn
@@ -110,17 +110,19 @@ def _parser() -> argparse.ArgumentParser:
     generate.add_argument(
         "-o", "--output", type=Path,
         help="output file (one input; its extension picks the format) or folder; default: "
-        f"<input>{SUFFIX}.<format> beside each input",
+        "<input>.foley.<format> beside each input",
     )  # fmt: skip
     generate.add_argument("--format", choices=sorted(FORMATS),
                           help="output format when -o names no file (default wav)")  # fmt: skip
     generate.add_argument("--force", action="store_true", help="overwrite existing outputs")
-    generate.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
+    generate.add_argument(
+        "--sample-rate", type=int, choices=SAMPLE_RATES, default=DEFAULT_OPTIONS.sample_rate
+    )
     generate.add_argument("--tier", help="model tier (`foley tiers`; default: the configured one)")
     generate.add_argument(
-        "--loudness", type=_loudness, default=DEFAULT_TARGET_LUFS, metavar="LUFS|off",
+        "--loudness", type=_loudness, default=DEFAULT_OPTIONS.loudness, metavar="LUFS|off",
         help="integrated loudness of the track, EBU R128, true peak under -1 dBTP "
-        f"(default {DEFAULT_TARGET_LUFS:g}); off: the model's own level",
+        f"(default {DEFAULT_OPTIONS.loudness:g}); off: the model's own level",
     )  # fmt: skip
     generate.add_argument(
         "--events", metavar="FILE|FORMAT",
@@ -153,7 +155,9 @@ def _parser() -> argparse.ArgumentParser:
         "--size", default="320x180", help="frames sent fit in WxH, shape kept (default 320x180)"
     )
     preview.add_argument("--jpeg", action="store_true", help="send JPEG frames, not raw RGB")
-    preview.add_argument("--sample-rate", type=int, choices=SAMPLE_RATES, default=48000)
+    preview.add_argument(
+        "--sample-rate", type=int, choices=SAMPLE_RATES, default=DEFAULT_OPTIONS.sample_rate
+    )
     preview.add_argument("--speed", type=float, default=1.0, help="1 = real time, 0 = flat out")
     preview.add_argument("--api-key", help="when the service requires one")
     preview.add_argument("-o", "--output", type=Path, help="also write the Foley to this WAV")
@@ -219,7 +223,7 @@ def _render_job(
         sample_rate=args.sample_rate,
         tier=args.tier,
         replace_audio=args.replace_audio,
-        loudness_lufs=args.loudness,
+        loudness=args.loudness,
     )
     started = perf_counter()
     with staged(job.output) as staging:
@@ -256,9 +260,10 @@ def _loudness(text: str) -> float | None:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a loudness in LUFS or 'off'") from None
-    if not MIN_LUFS <= value <= MAX_LUFS:
-        raise argparse.ArgumentTypeError(f"{text} LUFS is outside {MIN_LUFS:g}..{MAX_LUFS:g}")
-    return value
+    try:
+        return RenderOptions(loudness=value).loudness
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
 
 
 def _level_note(levelling: Levelling | None) -> str:

@@ -6,7 +6,7 @@
 Planning comes first and loads no model, so a mistake costs a fraction of a second: every input
 exists and looks like a video (its first bytes: an MP4/MOV box, Matroska/WebM's EBML header or
 an AVI RIFF header; the isolated decoder's probe then checks the rest), every output is named
-(`<input>_foley.<ext>` beside the input, or in the `-o` folder) and is neither the input nor an
+(`<input>.foley.<ext>` beside the input, or in the `-o` folder) and is neither the input nor an
 existing file unless forced. Every error names its file.
 """
 
@@ -22,15 +22,16 @@ from typing import cast
 
 from service.errors import InvalidInput
 from service.markers import MARKER_FORMATS, marker_format, markers_document, write_markers
-from service.pipeline.types import AUDIO_FORMATS, VIDEO_FORMATS, OutputFormat, RenderResult
+from service.pipeline.types import (
+    AUDIO_FORMATS,
+    VIDEO_FORMATS,
+    OutputFormat,
+    RenderResult,
+    output_name,
+)
 
 FORMATS = AUDIO_FORMATS | VIDEO_FORMATS
 VIDEO_SUFFIXES = frozenset({".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi"})
-SUFFIX = "_foley"
-# The first bytes of the containers the decoder accepts (service.media.source whitelists them):
-# an ISO/QuickTime box type at offset 4, Matroska's EBML magic, AVI's RIFF form.
-_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"wide", b"skip", b"pnot")
-_EBML = b"\x1a\x45\xdf\xa3"
 
 
 @dataclass(frozen=True)
@@ -63,23 +64,10 @@ def plan_batch(
                 code="output_dir_not_found",
             )
         chosen = _format_of(Path(f"x.{fmt or 'wav'}"), None)
-        jobs = [Job(v, (folder or v.parent) / f"{v.stem}{SUFFIX}.{chosen}", chosen) for v in videos]
+        jobs = [Job(v, (folder or v.parent) / output_name(v.stem, chosen), chosen) for v in videos]
     jobs = [_with_events(job, events, len(jobs)) for job in jobs]
     _check_outputs(jobs, force)
     return jobs
-
-
-def sniff(path: Path) -> None:
-    """InvalidInput unless `path` starts like a video container the decoder takes."""
-    with open(path, "rb") as f:
-        head = f.read(12)
-    if not head:
-        raise InvalidInput(f"{path}: the file is empty", code="empty_file")
-    if head[4:8] in _BOXES or head[:4] == _EBML or (head[:4] == b"RIFF" and head[8:12] == b"AVI "):
-        return
-    raise InvalidInput(
-        f"{path}: not a video (not an MP4, MOV, MKV, WebM or AVI file)", code="not_a_video"
-    )
 
 
 def write_events(job: Job, result: RenderResult) -> None:
@@ -116,8 +104,7 @@ def _videos(given: Path) -> list[Path]:
         )
     if not given.is_file():
         raise InvalidInput(f"{given}: no such file", code="input_not_found")
-    sniff(given)
-    return [given]
+    return [given]  # whether it is a video, the decoder's probe says (service.media.source)
 
 
 def _format_of(path: Path, fmt: str | None) -> OutputFormat:

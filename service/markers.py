@@ -1,7 +1,7 @@
 """Contact markers for an editor's timeline: a render's contacts as JSON, CSV or OpenTimelineIO.
 
-    document = markers_document(result, video_name="clip.mp4", audio_name="clip_foley.wav")
-    write_markers(Path("clip_foley.otio"), document)      # .json, .csv or .otio
+    document = markers_document(result, video_name="clip.mp4", audio_name="clip.foley.wav")
+    write_markers(Path("clip.foley.otio"), document)      # .json, .csv or .otio
 
 Times are on the video's own timeline: the first frame's presentation time (the video's start
 offset) plus the contact's time in the track. Timecodes are SMPTE at the video's frame rate

@@ -4,12 +4,17 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import pytest
 import uvicorn
 
 from engines.models.config import ModelConfig
 from service.config import Settings
+
+if TYPE_CHECKING:
+    from service.pipeline.backends.base import Backend
+    from service.pipeline.contract import TierConfig
 
 # A model small enough to build, train a few steps and export in seconds: for contract tests.
 TINY_MODEL = ModelConfig(
@@ -53,6 +58,33 @@ def objects_engine():
     engine = FoleyEngine.load(Settings(default_tier="objects"))
     engine.warmup()
     return engine
+
+
+@pytest.fixture(scope="session")
+def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
+    """A randomly initialised model, exported like the real one: for contract tests."""
+    import torch
+
+    from engines.export.onnx_export import export_tier
+    from engines.models.checkpoint import save_checkpoint
+    from service.pipeline.contract import load_frames_tier
+
+    cfg = TINY_MODEL
+    torch.manual_seed(0)
+    encoder, generator, vocoder = cfg.build()
+    with torch.no_grad():  # onset probabilities around the trigger: events fire here and there
+        generator.onset.bias.zero_()
+    root = tmp_path_factory.mktemp("models")
+    checkpoint = save_checkpoint(root / "tiny.pt", cfg, encoder, generator, vocoder)
+    export_tier(checkpoint, root / "tiny")
+    return load_frames_tier(root, "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_backend(tiny_tier: TierConfig) -> Backend:
+    from service.pipeline.backends.base import create_backend
+
+    return create_backend("cpu", tiny_tier, threads=1)
 
 
 def wait_until(condition: Callable[[], bool], timeout: float = 5.0, what: str = "") -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -48,8 +49,8 @@ class ScriptedEngine:
         output_path.write_bytes(b"partial")
         if self.fail is not None:
             raise self.fail
-        return RenderResult(output_path, options.format, options.sample_rate, 12.0, 12.0, 300,
-                            "test-tier", "0.0.1", {"decode": 0.1},
+        return RenderResult(output_path, replace(options, tier="test-tier"), 12.0, 12.0, 300,
+                            "0.0.1", {"decode": 0.1},
                             markers=(ContactMarker(0.25, "impact", 0.5, "wood"),),
                             video_fps=25.0)  # fmt: skip
 
@@ -142,7 +143,7 @@ def test_loudness_reaches_the_engine(
     use_engine(monkeypatch, engine)
     code, _, err = run(["generate", str(video), "-o", str(tmp_path / "out.wav"), *given], capsys)
     assert code == 0, err
-    assert engine.options is not None and engine.options.loudness_lufs == target
+    assert engine.options is not None and engine.options.loudness == target
 
 
 @pytest.mark.parametrize("suffix", [".json", ".csv", ".otio"])
@@ -319,9 +320,9 @@ def test_several_inputs_and_a_folder_render_with_the_model_loaded_once(
     assert loads.loads == 1
     assert out == "" and err == ""  # -q, after the command
     for video in (a, b, c):
-        assert (video.parent / f"{video.stem}_foley.wav").read_bytes() == b"partial"
+        assert (video.parent / f"{video.stem}.foley.wav").read_bytes() == b"partial"
     code, out, _ = run(["generate", str(tmp_path / "reel"), "--format", "flac", "--force"], capsys)
-    assert code == 0 and out.count("\n") == 1 and "c_foley.flac" in out
+    assert code == 0 and out.count("\n") == 1 and "c.foley.flac" in out
 
 
 def test_output_defaults_beside_the_input_and_events_beside_each_output(
@@ -334,7 +335,7 @@ def test_output_defaults_beside_the_input_and_events_beside_each_output(
     code, _, err = run(["generate", str(a), str(b), "-o", str(out_dir), "--events", "otio"], capsys)
     assert code == 0, err
     assert sorted(p.name for p in out_dir.iterdir()) == [
-        "a_foley.otio", "a_foley.wav", "b_foley.otio", "b_foley.wav",
+        "a.foley.otio", "a.foley.wav", "b.foley.otio", "b.foley.wav",
     ]  # fmt: skip
     code, _, err = run(["generate", str(a), str(b), "--events", str(tmp_path / "x.otio")], capsys)
     assert code == 2
@@ -359,7 +360,7 @@ def test_the_input_and_existing_files_are_never_overwritten_unless_forced(
     assert code == 2
     assert_one_error_line(err, "output_is_input")
     assert video.read_bytes() == before
-    existing = tmp_path / "in_foley.wav"
+    existing = tmp_path / "in.foley.wav"
     existing.write_bytes(b"an earlier render")
     code, _, err = run(["generate", str(video)], capsys)
     assert code == 2
@@ -397,8 +398,8 @@ def test_one_failing_file_does_not_stop_the_others(tmp_path: Path, capsys, monke
     assert_one_error_line(err, "no_video_stream")
     assert str(b) in err
     assert out == ""
-    assert [p.name for p in sorted((tmp_path / "in").glob("*_foley.wav"))] == [
-        "a_foley.wav", "c_foley.wav",
+    assert [p.name for p in sorted((tmp_path / "in").glob("*.foley.wav"))] == [
+        "a.foley.wav", "c.foley.wav",
     ]  # fmt: skip
 
 

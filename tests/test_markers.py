@@ -17,7 +17,7 @@ from service.markers import (
     timecode,
     timecode_rate,
 )
-from service.pipeline.types import ContactMarker, RenderResult
+from service.pipeline.types import ContactMarker, RenderOptions, RenderResult
 
 MARKERS = (
     ContactMarker(0.5, "impact", 0.12, "metal"),
@@ -27,7 +27,7 @@ MARKERS = (
 
 
 def result(start_s: float = 3600.0, fps: float = 25.0) -> RenderResult:
-    return RenderResult(Path("clip.foley.wav"), "wav", 48000, start_s, 4.0, 100, "objects",
+    return RenderResult(Path("clip.foley.wav"), RenderOptions(tier="objects"), start_s, 4.0, 100,
                         "0.2.0", markers=MARKERS, video_fps=fps)  # fmt: skip
 
 

@@ -66,7 +66,7 @@ def test_the_installed_wheel_renders_the_sample(wheel: Path, tmp_path: Path) -> 
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if not k.startswith("FOLEY_")}
     env["PYTHONPATH"] = str(site)  # ahead of the source tree's editable install
-    out = tmp_path / "sample_foley.wav"
+    out = tmp_path / "sample.foley.wav"
     script = (
         "import sys, service; from service import cli; "
         f"assert service.__file__.startswith({str(site)!r}), service.__file__; "

@@ -150,7 +150,7 @@ def render(engine: FoleyEngine, video: Path, workdir: Path, hold_s: float) -> Fo
     held = workdir / f"{video.stem}_held.mp4"
     start, end = with_still_ends(video, held, hold_s)
     track = workdir / f"{video.stem}.wav"
-    engine.render(held, track, RenderOptions(format="wav", loudness_lufs=None))
+    engine.render(held, track, RenderOptions(format="wav", loudness=None))
     audio, rate = read_audio(track)
     still = [(0.0, start - STILL_GUARD_S), (end + STILL_GUARD_S, len(audio) / rate)]
     return measure(video.name, audio, rate, still)

@@ -42,7 +42,7 @@ CANDIDATES = ("fp16", "bf16")
 
 
 def render(engine: FoleyEngine, video: Path, out: Path) -> np.ndarray:
-    engine.render(video, out, RenderOptions(format="wav", loudness_lufs=None))
+    engine.render(video, out, RenderOptions(format="wav", loudness=None))
     return read_audio(out)[0]
 
 

@@ -123,7 +123,7 @@ def render_clip(
     )
     truth = synthesize(clip, seed=seed)
     out = workdir / f"clip_{seed}.wav"
-    engine.render(video, out, RenderOptions(format="wav", loudness_lufs=None))
+    engine.render(video, out, RenderOptions(format="wav", loudness=None))
     generated, rate = read_audio(out)
     return RenderedClip(clip, truth, generated, rate)
 
@@ -188,7 +188,7 @@ def render(engine: FoleyEngine, clip: EvalClip) -> ClipResult:
     score depend on the order of the set."""
     engine = FoleyEngine(engine.settings, engine.tier, engine.backend)
     out = clip.video.with_suffix(".wav")
-    result = engine.render(clip.video, out, RenderOptions(format="wav", loudness_lufs=None))
+    result = engine.render(clip.video, out, RenderOptions(format="wav", loudness=None))
     generated, rate = read_audio(out)
     return score(clip, generated, rate, np.asarray(result.events_s))
 

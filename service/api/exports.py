@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 
 from service.api.auth import Tenant
 from service.api.params import UPLOAD_NAME, download_name, merge_params, upload_body
-from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
+from service.api.schemas import DEFAULTS, MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload
 from service.context import REQUEST_ID
@@ -38,10 +38,11 @@ IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, as in 
 
 class ExportParams(FoleyParams):
     format: OutputFormat = Field(
-        default="wav", description="wav/flac: the Foley track; mp4/mov/mkv: the video with it"
+        default=DEFAULTS.format,
+        description="wav/flac: the Foley track; mp4/mov/mkv: the video with it",
     )
     tier: str | None = Field(
-        default=None, min_length=1, description="Model tier (default: the export tier)"
+        default=DEFAULTS.tier, min_length=1, description="Model tier (default: the export tier)"
     )
 
 
@@ -52,7 +53,7 @@ class ExportJob(BaseModel):
     format: str
     sample_rate: int
     tier: str
-    loudness_lufs: float | None = Field(description="The render's loudness target (None: off)")
+    loudness: float | Literal["off"] = Field(description="The render's loudness target, LUFS")
     replace_audio: bool = Field(description="Muxed outputs: the Foley alone")
     filename: str | None
     attempts: int = Field(description="Starts, a lost worker's included")
@@ -143,11 +144,7 @@ async def create_export(
     record = JobRecord(
         id=new_job_id(),
         tenant=tenant,
-        format=params.format,
-        sample_rate=params.sample_rate,
-        tier=tier,
-        loudness_lufs=params.loudness_lufs,
-        replace_audio=params.replace_audio,
+        options=params.options(tier=tier),
         filename=upload.filename,
         request_id=REQUEST_ID.get(),
         idempotency_key=idempotency_key,
@@ -244,11 +241,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         id=record.id,
         state=record.state,
         progress=record.progress,
-        format=record.format,
-        sample_rate=record.sample_rate,
-        tier=record.tier,
-        loudness_lufs=record.loudness_lufs,
-        replace_audio=record.replace_audio,
+        **record.options.to_wire(),
         filename=record.filename,
         attempts=record.attempts,
         cancel_requested=record.cancel_requested,

@@ -16,6 +16,7 @@ from service.api.errors import validation_reason
 from service.api.schemas import MARKER_ANSWERS, FoleyParams
 from service.api.uploads import FILE_FIELD
 from service.errors import InvalidInput
+from service.pipeline.types import output_name
 
 P = TypeVar("P", bound=FoleyParams)
 _UPLOAD = {"type": "string", "format": "binary", "minLength": 1}  # an empty file is refused
@@ -81,5 +82,4 @@ def merge_params(query: P, fields: Mapping[str, str]) -> P:
 def download_name(filename: str | None, fmt: str) -> str:
     """`holiday clip.mov` -> `holiday_clip.foley.wav`; only safe characters reach the header."""
     stem = UNSAFE_NAME.sub("_", Path(filename or "").stem).strip("._")[:100]
-    extension = MARKER_ANSWERS.get(fmt, fmt)
-    return f"{stem or 'clip'}.foley.{extension}"
+    return output_name(stem or "clip", MARKER_ANSWERS.get(fmt, fmt))

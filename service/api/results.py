@@ -3,7 +3,7 @@
 Key: the SHA-256 of the uploaded file's bytes, the tier's name and model version, and every field
 of `RenderOptions` (so an option added there is part of the key without a change here):
 
-    result:v3:<sha256 hex>:<tier>:<model version>:format=wav,loudness_lufs=-23.0,...
+    result:v4:<sha256 hex>:<tier>:<model version>:format=wav,loudness=-23.0,...
 
 A result is only returned for the same bytes, through the same model, with the same options; a
 new model version never sees an old one's results. (The pipeline's window memo works below
@@ -30,7 +30,7 @@ from service.cache.base import Cache
 from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
-LAYOUT = "v3"  # bump when the key or value layout changes: old entries are then never read
+LAYOUT = "v4"  # bump when the key or value layout changes: old entries are then never read
 _HEADER_LEN = 4
 
 

@@ -172,12 +172,8 @@ async def foley(
         if params.tier not in (None, engine.tier.name):  # engine_for refuses an unknown one
             engine = await anyio.to_thread.run_sync(state.engine_for, params.tier)
         markers = params.format if params.format in MARKER_ANSWERS else None
-        options = RenderOptions(
-            format="wav" if markers is not None else params.format,  # type: ignore[arg-type]
-            sample_rate=params.sample_rate,
-            loudness_lufs=params.loudness_lufs,
-            replace_audio=params.replace_audio,
-        )
+        # The tier is part of the result's key by the engine that renders it.
+        options = dataclasses.replace(params.options(format="wav" if markers else None), tier=None)
         # The weights' digest with the version: retrained weights never meet old results.
         model = f"{engine.tier.version}+{engine.tier.digest}"
         key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)

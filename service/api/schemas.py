@@ -7,8 +7,15 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
-from service.media.loudness import DEFAULT_TARGET_LUFS, MAX_LUFS, MIN_LUFS
-from service.pipeline.types import AUDIO_FORMATS, VIDEO_FORMATS, OutputFormat, SampleRate
+from service.media.loudness import MAX_LUFS, MIN_LUFS
+from service.pipeline.types import (
+    AUDIO_FORMATS,
+    VIDEO_FORMATS,
+    OutputFormat,
+    RenderOptions,
+    SampleRate,
+)
+from service.pipeline.types import DEFAULT_OPTIONS as DEFAULTS
 
 # What /v1/foley may answer instead of the rendered file: its contact markers (service.markers),
 # as the JSON document or an OpenTimelineIO timeline.
@@ -32,28 +39,40 @@ class FoleyParams(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     format: OutputFormat | MarkersAnswer = Field(
-        default="wav",
+        default=DEFAULTS.format,
         description="wav/flac: the Foley track; mp4/mov/mkv: the video with it; events: its "
         "contact markers as JSON; otio: an OpenTimelineIO timeline with them",
     )
-    sample_rate: SampleRate = Field(default=48000, description="Output sample rate in Hz")
+    sample_rate: SampleRate = Field(
+        default=DEFAULTS.sample_rate,  # type: ignore[arg-type]
+        description="Output sample rate in Hz",
+    )
     loudness: Annotated[float, Field(ge=MIN_LUFS, le=MAX_LUFS)] | Literal["off"] = Field(
-        default=DEFAULT_TARGET_LUFS,
+        default=DEFAULTS.loudness if DEFAULTS.loudness is not None else "off",
         description="Integrated loudness of the track in LUFS (EBU R128; true peak under "
         "-1 dBTP), one gain for the whole render; `off`: the model's own level",
     )
 
-    tier: str | None = Field(default=None, min_length=1, description="Model tier (GET /v1/tiers; "
-                             "default: the service's default tier)")  # fmt: skip
+    tier: str | None = Field(default=DEFAULTS.tier, min_length=1, description="Model tier (GET "
+                             "/v1/tiers; default: the service's default tier)")  # fmt: skip
     replace_audio: bool = Field(
-        default=False,
+        default=DEFAULTS.replace_audio,
         description="mp4/mov/mkv: the Foley alone; by default the input's own audio tracks are "
         "kept, copied, and the Foley added as a track titled Foley",
     )
 
-    @property
-    def loudness_lufs(self) -> float | None:
-        return None if self.loudness == "off" else float(self.loudness)
+    def options(
+        self, *, format: OutputFormat | None = None, tier: str | None = None
+    ) -> RenderOptions:
+        """The render these parameters ask for; `format`, `tier`: in place of theirs (a
+        marker answer renders a track; a tier the request left out is resolved)."""
+        return RenderOptions(
+            format=format or self.format,  # type: ignore[arg-type]
+            sample_rate=self.sample_rate,
+            tier=tier or self.tier,
+            replace_audio=self.replace_audio,
+            loudness=None if self.loudness == "off" else self.loudness,
+        )
 
     @field_validator("replace_audio", mode="before")
     @classmethod

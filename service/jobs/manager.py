@@ -253,13 +253,10 @@ def _refusal(full: Full) -> FoleyError:
 
 def _check_same_request(earlier: JobRecord, now: JobRecord) -> None:
     """An idempotency key stands for one request: reusing it for another is a client bug."""
-    mine = (earlier.format, earlier.sample_rate, earlier.tier, earlier.loudness_lufs,
-            earlier.replace_audio, earlier.upload_sha256)  # fmt: skip
-    theirs = (now.format, now.sample_rate, now.tier, now.loudness_lufs, now.replace_audio,
-              now.upload_sha256)  # fmt: skip
-    if mine != theirs:
+    if (earlier.options, earlier.upload_sha256) != (now.options, now.upload_sha256):
+        o = earlier.options
         raise InvalidInput(
             "this Idempotency-Key was used for another request (another file or parameters: "
-            f"{earlier.format}, {earlier.sample_rate} Hz, tier {earlier.tier})",
+            f"{o.format}, {o.sample_rate} Hz, tier {o.tier})",
             code="idempotency_key_reused",
         )

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from service.media.loudness import DEFAULT_TARGET_LUFS
+from service.pipeline.types import RenderOptions
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
@@ -40,11 +41,7 @@ class JobError:
 class JobRecord:
     id: str
     tenant: str  # whose job: derived from the API key ("public" without keys)
-    format: str
-    sample_rate: int
-    tier: str
-    loudness_lufs: float | None = DEFAULT_TARGET_LUFS  # the render's target; None: model level
-    replace_audio: bool = False  # muxed outputs: the Foley alone
+    options: RenderOptions  # as rendered: the tier named (the default resolved when accepted)
     filename: str | None = None  # the upload's name, for the download's name
     request_id: str | None = None  # of the request that made it: its logs carry it too
     idempotency_key: str | None = None
@@ -66,17 +63,39 @@ class JobRecord:
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
     error: JobError | None = None
 
+    def __post_init__(self) -> None:
+        if self.options.tier is None:
+            raise ValueError("a job's options name its tier")
+
+    @property
+    def format(self) -> str:
+        return self.options.format
+
+    @property
+    def tier(self) -> str:
+        assert self.options.tier is not None
+        return self.options.tier
+
     @property
     def finished(self) -> bool:
         return self.state in TERMINAL
 
     def to_fields(self) -> dict[str, Any]:
-        return asdict(self)
+        return asdict(self) | {"options": self.options.to_wire()}
 
     @classmethod
     def from_fields(cls, raw: dict[str, Any]) -> JobRecord:
+        """A stored record, its options checked again (a store is not trusted to hold only
+        what this code wrote). Records written before the options were one field keep them
+        flat, `loudness_lufs` for `loudness`."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in raw.items() if k in known}
+        if "options" not in raw:
+            named = ("format", "sample_rate", "tier", "replace_audio")
+            flat = {k: raw[k] for k in named if k in raw}
+            loudness = raw.get("loudness_lufs", DEFAULT_TARGET_LUFS)
+            values["options"] = {**flat, "loudness": "off" if loudness is None else loudness}
+        values["options"] = RenderOptions.from_wire(values["options"])
         if values.get("error") is not None:
             values["error"] = JobError(**values["error"])
         return cls(**values)

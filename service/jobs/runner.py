@@ -34,7 +34,6 @@ from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
 from service.markers import markers_document, render_markers
 from service.pipeline.loading import Engine
-from service.pipeline.types import RenderOptions
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +129,7 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         result = engine.render(
             storage.input_path(record.id),
             staging,
-            RenderOptions(
-                format=record.format,  # type: ignore[arg-type]
-                sample_rate=record.sample_rate,
-                loudness_lufs=record.loudness_lufs,
-                replace_audio=record.replace_audio,
-            ),
+            record.options,
             progress=_progress(ctx, record, deadline),
         )
         # The markers first: a result in place always has them beside it.

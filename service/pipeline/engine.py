@@ -22,6 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +45,6 @@ from service.pipeline.streaming import Memo, StageTimer
 from service.pipeline.tier import Tier, load_tier
 from service.pipeline.types import (
     AUDIO_FORMATS,
-    SAMPLE_RATES,
     ProgressFn,
     RenderOptions,
     RenderResult,
@@ -128,8 +128,8 @@ class FoleyEngine:
 
         def open_sink(start_s: float) -> Sink:
             sink = self._open_sink(input_path, output_path, options, start_s)
-            if options.loudness_lufs is not None:
-                rate, target = self.tier.sample_rate, options.loudness_lufs
+            if options.loudness is not None:
+                rate, target = self.tier.sample_rate, options.loudness
                 sink = LevelledSink(sink, sample_rate=rate, target_lufs=target)
             opened.append(sink)
             return sink
@@ -144,12 +144,10 @@ class FoleyEngine:
         timer.seconds["total"] = time.perf_counter() - started
         return RenderResult(
             output=output_path,
-            format=options.format,
-            sample_rate=options.sample_rate,
+            options=replace(options, tier=self.tier.name),
             start_s=start_s,
             duration_s=duration_s,
             frames=frames,
-            tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(timer.seconds),
             reuse=runner.reuse,
@@ -169,10 +167,6 @@ class FoleyEngine:
         )
 
     def _check(self, options: RenderOptions) -> None:
-        if options.sample_rate not in SAMPLE_RATES:
-            raise InvalidInput(
-                f"sample_rate must be one of {SAMPLE_RATES}", code="invalid_sample_rate"
-            )
         if options.tier not in (None, self.tier.name):
             raise InvalidInput(
                 f"tier {echo(options.tier)} is not loaded (loaded: {self.tier.name})",

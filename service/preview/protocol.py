@@ -23,7 +23,7 @@ from typing import Annotated, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from service.pipeline.types import MarkerKind, SampleRate
+from service.pipeline.types import DEFAULT_OPTIONS, MarkerKind, SampleRate
 
 PROTOCOL_VERSION = 1
 # Beyond this a float64 second no longer resolves a sample, and no clip is that long.
@@ -69,7 +69,7 @@ class SessionConfig(_Message):
         le=240,
         description="nominal frame rate; frames carry their own timestamps either way",
     )
-    sample_rate: SampleRate = 48000
+    sample_rate: SampleRate = DEFAULT_OPTIONS.sample_rate  # type: ignore[assignment]
     tier: str | None = None
     gain_db: float | None = Field(
         default=None,

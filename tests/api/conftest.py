@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -121,22 +121,18 @@ class RecordingEngine:
         output_path.write_bytes(RENDERED)
         return RenderResult(
             output=output_path,
-            format=options.format,
-            sample_rate=options.sample_rate,
+            options=replace(options, tier=self.tier.name),
             start_s=0.0,
             duration_s=2.5,
             frames=75,
-            tier=self.tier.name,
             model_version=self.tier.version,
             timings=dict(self.timings),
             markers=MARKERS,
             video_fps=25.0,
             warnings=self.warnings,
             levelling=None
-            if options.loudness_lufs is None
-            else Levelling(
-                options.loudness_lufs, GAIN_DB, 0.0, Loudness(options.loudness_lufs, -3.0)
-            ),
+            if options.loudness is None
+            else Levelling(options.loudness, GAIN_DB, 0.0, Loudness(options.loudness, -3.0)),
         )
 
 

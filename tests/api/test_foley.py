@@ -117,7 +117,7 @@ def test_loudness_reaches_the_engine_and_its_gain_is_a_header(
 ) -> None:
     response = client.post("/v1/foley", params=given, files=upload())
     assert response.status_code == 200, response.text
-    assert engine.calls[0].options.loudness_lufs == target
+    assert engine.calls[0].options.loudness == target
     gain = response.headers.get("x-foley-gain-db")
     assert gain == (None if target is None else f"{GAIN_DB:+.2f}")
 
@@ -133,7 +133,7 @@ def test_a_form_field_overrides_the_query_parameter_of_its_name(
     )
     assert response.status_code == 200, response.text
     assert engine.calls[0].options.format == "flac"
-    assert engine.calls[0].options.loudness_lufs == -16.0
+    assert engine.calls[0].options.loudness == -16.0
 
 
 @pytest.mark.parametrize(

@@ -12,10 +12,12 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from service.api import create_app
 from service.api.metrics import Metrics
+from service.cache import CircuitBreaker, RedisCache
 from service.cache.memory import MemoryCache
 from service.config import Settings
-from service.pipeline.types import RenderResult, ReuseStats
+from service.pipeline.types import RenderOptions, RenderResult, ReuseStats
 from tests.api.conftest import RecordingEngine, upload, wait_ready
+from tests.cache.servers import FakeClock, dead_url
 
 
 def samples(client: TestClient) -> dict[tuple[str, frozenset], float]:
@@ -63,12 +65,47 @@ def test_requests_renders_errors_and_the_cache_are_counted(client: TestClient) -
     assert value(found, "foley_render_real_time_factor_count", tier="test-tier") == 1
 
 
-def test_the_service_gauges_read_its_state_at_each_scrape(client: TestClient) -> None:
+def breaker_states(client: TestClient) -> dict[str, float]:
     found = samples(client)
-    assert value(found, "foley_cache_breaker_state", state="closed") == 1  # in-process cache
-    assert value(found, "foley_cache_breaker_state", state="open") == 0
+    return {
+        name: value(found, "foley_cache_breaker_state", state=name)
+        for name in ("closed", "open", "half-open")
+    }
+
+
+def test_an_in_process_cache_reads_as_a_closed_breaker(client: TestClient) -> None:
+    assert breaker_states(client) == {"closed": 1, "open": 0, "half-open": 0}
+    found = samples(client)
     assert value(found, "foley_preview_frames_waiting") == 0
     assert value(found, "foley_export_jobs_active") == 0
+
+
+def test_the_service_gauges_read_its_state_at_each_scrape(
+    settings: Settings, engine: RecordingEngine
+) -> None:
+    # A Redis store nobody listens on: each call fails, so its breaker moves between scrapes.
+    clock = FakeClock()
+    cache = RedisCache(
+        dead_url(), timeout_s=0.05, breaker=CircuitBreaker(2, 10.0, clock=clock),
+        max_item_bytes=1000,
+    )  # fmt: skip
+    app = create_app(settings, engine_loader=lambda *_: engine, cache=cache)
+    try:
+        with TestClient(app, raise_server_exceptions=False) as client:
+            wait_ready(client)
+            assert breaker_states(client) == {"closed": 1, "open": 0, "half-open": 0}
+            assert cache.get("k") is None
+            # One failure of the two that open it: still closed.
+            assert breaker_states(client) == {"closed": 1, "open": 0, "half-open": 0}
+            assert cache.get("k") is None
+            assert breaker_states(client) == {"closed": 0, "open": 1, "half-open": 0}
+            clock.advance(10.0)
+            assert cache.breaker.allow()  # the trial call, not back yet
+            assert breaker_states(client) == {"closed": 0, "open": 0, "half-open": 1}
+            cache.breaker.record_success()
+            assert breaker_states(client) == {"closed": 1, "open": 0, "half-open": 0}
+    finally:
+        cache.close()
 
 
 def test_the_pipeline_caches_are_counted_from_what_a_render_reused() -> None:
@@ -76,7 +113,7 @@ def test_the_pipeline_caches_are_counted_from_what_a_render_reused() -> None:
     reuse = ReuseStats(frames=100, frames_static=10, frames_known=30, windows=8,
                        windows_exact=2, windows_template=1)  # fmt: skip
     metrics.rendered(
-        RenderResult(Path("x.wav"), "wav", 48000, 0.0, 4.0, 100, "t", "1", {}, reuse=reuse)
+        RenderResult(Path("x.wav"), RenderOptions(tier="t"), 0.0, 4.0, 100, "1", {}, reuse=reuse)
     )
     found = {
         (s.name, frozenset(s.labels.items())): s.value

@@ -19,8 +19,8 @@ def rendered(tmp_path: Path, body: bytes = b"RIFF wav bytes") -> RenderResult:
     output = tmp_path / "foley.wav"
     output.write_bytes(body)
     return RenderResult(
-        output=output, format="wav", sample_rate=48000, start_s=0.0, duration_s=2.5, frames=75,
-        tier="preview", model_version="0.1.0", timings={"total": 0.3},
+        output=output, options=RenderOptions(tier="preview"), start_s=0.0, duration_s=2.5,
+        frames=75, model_version="0.1.0", timings={"total": 0.3},
     )  # fmt: skip
 
 
@@ -31,7 +31,7 @@ def test_every_render_option_is_part_of_the_key() -> None:
         "sample_rate": 16000,
         "tier": "other",
         "replace_audio": True,
-        "loudness_lufs": None,
+        "loudness": None,
     }
     fields = {f.name for f in dataclasses.fields(RenderOptions)}
     assert set(changed) == fields, "a new RenderOptions field: give it another value here"

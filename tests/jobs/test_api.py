@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -55,12 +56,12 @@ class SteppedEngine:
             if progress is not None:
                 progress((i + 1) / WINDOWS)
         output_path.write_bytes(b"track of " + input_path.read_bytes())
-        self.loudness.append(options.loudness_lufs)
+        self.loudness.append(options.loudness)
         self.replaced.append(options.replace_audio)
-        target = options.loudness_lufs
+        target = options.loudness
         levelling = None if target is None else Levelling(target, 9.5, 0.0, Loudness(target, -2))
-        return RenderResult(output_path, options.format, options.sample_rate, 2.0, 1.0, 30,
-                            "motion", "test", {"total": 0.01}, levelling=levelling,
+        return RenderResult(output_path, replace(options, tier="motion"), 2.0, 1.0, 30,
+                            "test", {"total": 0.01}, levelling=levelling,
                             markers=(ContactMarker(0.25, "impact", 0.1, "metal"),),
                             video_fps=25.0)  # fmt: skip
 
@@ -119,7 +120,7 @@ def test_a_job_is_accepted_runs_and_serves_its_result(api):
 )
 def test_a_job_renders_at_its_loudness_and_records_the_gain(api, engine, given, target, gain):
     job = post(api, params=given).json()
-    assert job["loudness_lufs"] == target
+    assert job["loudness"] == ("off" if target is None else target)
     done = wait_for(api, job["id"], finished)
     assert done["state"] == "succeeded"
     assert engine.loudness == [target]
@@ -236,9 +237,11 @@ def test_an_idempotency_key_returns_the_first_job(api):
     assert again.json()["id"] == first.json()["id"]
     assert again.headers["idempotent-replayed"] == "true"
     assert "idempotent-replayed" not in first.headers
-    other = post(api, headers={"Idempotency-Key": "reel-1/v3"}, params={"format": "flac"})
-    assert other.status_code == 422
-    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    for change in ({"format": "flac"}, {"sample_rate": "16000"}, {"loudness": "off"},
+                   {"replace_audio": "true"}):  # fmt: skip
+        other = post(api, headers={"Idempotency-Key": "reel-1/v3"}, params=change)
+        assert other.status_code == 422, change
+        assert other.json()["error"]["code"] == "idempotency_key_reused"
     another_file = post(api, b"other video", headers={"Idempotency-Key": "reel-1/v3"})
     assert another_file.json()["error"]["code"] == "idempotency_key_reused"
     bad = post(api, headers={"Idempotency-Key": "x" * 256})

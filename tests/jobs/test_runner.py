@@ -17,6 +17,7 @@ from service.jobs.records import JobRecord, new_job_id
 from service.jobs.runner import JobContext, TransientJobError, give_up, run_job
 from service.jobs.storage import JobStorage
 from service.jobs.store import MemoryJobStore
+from service.pipeline.types import RenderOptions
 from tests.jobs.test_api import SteppedEngine
 
 
@@ -34,7 +35,7 @@ def ctx(tmp_path: Path, engine: SteppedEngine) -> JobContext:
 
 def queued(ctx: JobContext) -> str:
     record = ctx.store.create(
-        JobRecord(id=new_job_id(), tenant="t", format="wav", sample_rate=48000, tier="export")
+        JobRecord(id=new_job_id(), tenant="t", options=RenderOptions(tier="export"))
     )
     upload = ctx.storage.receiving_dir() / "upload"
     upload.write_bytes(b"video")

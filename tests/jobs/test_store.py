@@ -10,6 +10,7 @@ import pytest
 
 from service.jobs.records import JobError, JobRecord, new_job_id
 from service.jobs.store import Caps, Full, MemoryJobStore, RedisJobStore
+from service.pipeline.types import RenderOptions
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -22,7 +23,7 @@ def store(request):
 
 def record(key: str | None = None, tenant: str = "t1") -> JobRecord:
     return JobRecord(
-        id=new_job_id(), tenant=tenant, format="wav", sample_rate=48000, tier="export",
+        id=new_job_id(), tenant=tenant, options=RenderOptions(tier="export"),
         idempotency_key=key,
     )  # fmt: skip
 

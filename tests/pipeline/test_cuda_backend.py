@@ -35,7 +35,7 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def render(engine: FoleyEngine, clip: Path, out: Path) -> tuple[np.ndarray, list[float]]:
-    result = engine.render(clip, out, RenderOptions(format="wav", loudness_lufs=None))
+    result = engine.render(clip, out, RenderOptions(format="wav", loudness=None))
     audio, _ = read_audio(out)
     return audio, [m.time_s for m in result.markers]
 
@@ -75,16 +75,33 @@ def test_the_precision_each_tier_chose_keeps_its_track(
     assert distance <= precision.MAX_LOG_MEL and f1 >= precision.MIN_ONSET_F1
 
 
-def test_each_stage_runs_in_the_precision_its_tier_chose() -> None:
-    for name in ("motion", "preview", "export", "objects"):
-        tier = load_tier(SHIPPED_MODELS_DIR, name)
-        backend = CudaBackend(tier, device="cpu")
-        assert backend.info().precision == {
-            s.name: tier.gpu_precision.get(s.name, "fp32") for s in tier.stages
-        }
-        dtypes = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-        for stage, chosen in backend.precision.items():
-            assert backend.graphs[stage].dtype == dtypes[chosen]
+# The choices docs/gpu.md's table records; a stage its tier names no precision for is fp32.
+CHOSEN = {
+    "motion": {"head": "fp32", "vocoder": "fp32"},
+    "preview": {"encoder": "fp16", "generator": "fp32", "vocoder": "fp16"},
+    "export": {"encoder": "fp16", "generator": "fp16", "vocoder": "fp16"},
+    "objects": {"localiser": "fp32", "head": "fp16"},
+}
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@pytest.mark.parametrize("name", CHOSEN)
+def test_each_stage_runs_in_the_precision_its_tier_chose(name: str) -> None:
+    backend = CudaBackend(load_tier(SHIPPED_MODELS_DIR, name), device="cpu")
+    assert backend.info().precision == CHOSEN[name]
+    assert {stage: graph.dtype for stage, graph in backend.graphs.items()} == {
+        stage: DTYPES[chosen] for stage, chosen in CHOSEN[name].items()
+    }
+
+
+def test_a_precision_given_replaces_the_tiers_and_a_stage_not_named_is_fp32() -> None:
+    tier = load_tier(SHIPPED_MODELS_DIR, "export")
+    backend = CudaBackend(tier, device="cpu", precision={"generator": "bf16"})
+    assert backend.info().precision == {"encoder": "fp32", "generator": "bf16", "vocoder": "fp32"}
+    assert backend.graphs["generator"].dtype == torch.bfloat16
+    assert backend.graphs["vocoder"].dtype == torch.float32
+    with pytest.raises(ValueError, match="precision 'fp8' for encoder"):
+        CudaBackend(tier, device="cpu", precision={"encoder": "fp8"})
 
 
 def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:

@@ -3,6 +3,7 @@ frame and lasts exactly as long as the video, in every output format."""
 
 from __future__ import annotations
 
+import dataclasses
 from fractions import Fraction
 from pathlib import Path
 
@@ -93,3 +94,12 @@ def test_the_render_reports_the_contact_events_it_fired(real_engine, tmp_path: P
     assert len(events) >= 1
     assert np.all(np.diff(events) > 0)
     assert events[0] >= 0 and events[-1] < result.duration_s
+
+
+def test_a_render_echoes_the_options_it_used(real_engine, tmp_path: Path) -> None:
+    sample = Path(__file__).parents[2] / "samples" / "sample.mp4"
+    asked = RenderOptions(format="flac", sample_rate=16000, loudness=None)
+    result = real_engine.render(sample, tmp_path / "sample.flac", asked)
+    assert result.options == dataclasses.replace(asked, tier=real_engine.tier.name)
+    with av.open(str(tmp_path / "sample.flac")) as container:
+        assert container.streams.audio[0].rate == 16000

@@ -29,7 +29,7 @@ def peak_of(engine, gap_s: float, tmp_path: Path) -> float:
     out = tmp_path / "gap.wav"
     tracemalloc.start()
     try:
-        engine.render(clip, out, RenderOptions(format="wav", loudness_lufs=None))
+        engine.render(clip, out, RenderOptions(format="wav", loudness=None))
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

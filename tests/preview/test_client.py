@@ -25,7 +25,7 @@ def test_preview_streams_a_file_and_reports_latency(
     assert int(printed["frames"]) == 150 and int(printed["chunks"]) > 10
     assert float(printed["latency_ms_p99"]) > 0 and int(printed["onsets"]) > 0
     live, rate = read_audio(out)
-    off = RenderOptions(format="wav", loudness_lufs=None)
+    off = RenderOptions(format="wav", loudness=None)
     real_engine.render(SAMPLE, tmp_path / "offline.wav", off)
     offline, _ = read_audio(tmp_path / "offline.wav")
     expected, tolerance = at_live_level(real_engine.tier, offline)

@@ -127,7 +127,7 @@ def test_streamed_track_equals_the_offline_render(client, frames_engine, tmp_pat
     stats = got.of("stats")
     assert stats and stats[-1]["chunks"] == len(frames) - 1  # one per frame after the first
     assert got.events.index(stats[-1]) == len(got.events) - 2  # just before "end"
-    off = RenderOptions(format="wav", loudness_lufs=None)
+    off = RenderOptions(format="wav", loudness=None)
     frames_engine.render(SAMPLE, tmp_path / "offline.wav", off)
     raw, rate = read_audio(tmp_path / "offline.wav")
     offline, tolerance = at_live_level(frames_engine.tier, raw)
@@ -403,7 +403,7 @@ def _stream_at_own_times(engine, first_owed: int) -> tuple[dict, Received, list[
 def _offline(engine, tmp_path: Path):
     """The offline render of the sample at the tier's own level, as a live session plays it:
     -> the render's result, the track, the tolerance a live track is held to."""
-    off = RenderOptions(format="wav", loudness_lufs=None)
+    off = RenderOptions(format="wav", loudness=None)
     result = engine.render(SAMPLE, tmp_path / "offline.wav", off)
     raw, rate = read_audio(tmp_path / "offline.wav")
     assert rate == 48000

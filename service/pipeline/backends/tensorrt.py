@@ -11,8 +11,9 @@
     - inputs and outputs are torch tensors on the GPU (pinned host copies), one CUDA stream per
       stage, as in the cuda backend.
 
-Building and caching are functions of the `tensorrt` module they are given, so the tests check
-them on any machine with a stand-in for it; running an engine needs the GPU.
+Building and caching are functions of the `tensorrt` module they are given; what decides an
+engine (its profile, its cache path) is pure and tested on any machine; building and running
+one needs the GPU.
 
 Thread-safe: one lock per stage (an execution context is one caller's at a time).
 """

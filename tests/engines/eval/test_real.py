@@ -32,7 +32,7 @@ from service.config import Settings
 from tests.media.videos import encode_clip
 
 RATE = 48000
-SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
+SAMPLE = Path(__file__).resolve().parents[3] / "samples" / "sample.mp4"
 
 
 def _clip(

@@ -57,7 +57,7 @@ def test_matching_is_one_to_one_and_bounded_by_the_tolerance() -> None:
     assert sorted(np.round(score.errors_s, 3)) == [0.0, 0.05]
     assert score.precision == 0.5
     assert score.recall == pytest.approx(2 / 3)
-    assert score.f1 == pytest.approx(2 * 2 / (2 * 2 + 2 + 1))
+    assert score.f1 == pytest.approx(4 / 7)  # the harmonic mean of 1/2 and 2/3
 
 
 def test_closest_pairs_match_first() -> None:
