@@ -1,11 +1,14 @@
-"""Typed errors with a stable code, raised at boundaries and mapped to HTTP/CLI by the transports.
+"""What went wrong, as one value, and the typed errors that carry it.
 
-The pipeline never formats HTTP responses: it raises one of these, and `service.api` turns
-`code` into a status and a JSON body, `service.cli` into a one-line message and exit status.
+A `Problem` (a stable code and a sentence) is the one error value: raised inside a FoleyError,
+it is mapped at each edge, by `service.api` to an HTTP status and JSON body, by the preview to
+an error message and a close code, by the export queue to the job record's error, by
+`service.cli` to a one-line message and an exit status. The pipeline never formats any of them.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar
 
 ECHO_CHARS = 64  # of a client's value quoted back in an error
@@ -18,8 +21,16 @@ def echo(value: object) -> str:
     return text if len(text) <= ECHO_CHARS else f"{text[: ECHO_CHARS - 3]}..."
 
 
+@dataclass(frozen=True)
+class Problem:
+    """`code`: a stable machine-readable string; `reason`: a human sentence."""
+
+    code: str
+    reason: str
+
+
 class FoleyError(Exception):
-    """Base error: `code` is a stable machine-readable string, `reason` a human sentence."""
+    """Base error, carrying its Problem; the subclass says what kind (and its HTTP status)."""
 
     code: str = "internal_error"
     http_status: int = 500
@@ -29,6 +40,10 @@ class FoleyError(Exception):
         self.reason = reason
         if code is not None:
             self.code = code
+
+    @property
+    def problem(self) -> Problem:
+        return Problem(self.code, self.reason)
 
     def __str__(self) -> str:
         return f"{self.code}: {self.reason}"

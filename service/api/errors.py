@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.schemas import error_content
-from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded
+from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded, Problem
 
 logger = logging.getLogger(__name__)
 
@@ -72,9 +72,9 @@ def validation_reason(errors: Iterable[Mapping[str, Any]]) -> str:
 
 
 def error_response(
-    status: int, code: str, reason: str, headers: Mapping[str, str] | None = None
+    status: int, problem: Problem, headers: Mapping[str, str] | None = None
 ) -> JSONResponse:
-    return JSONResponse(error_content(code, reason), status_code=status, headers=headers)
+    return JSONResponse(error_content(problem), status_code=status, headers=headers)
 
 
 def _count(request: Request, code: str) -> None:
@@ -90,13 +90,13 @@ async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
         logger.warning("%s %s -> %s", request.method, request.url.path, exc)
     elif exc.http_status == 499:  # no response reaches the access log: this line stands for it
         logger.info("%s %s -> 499 %s", request.method, request.url.path, exc.reason)
-    return error_response(exc.http_status, exc.code, exc.reason, getattr(exc, "headers", None))
+    return error_response(exc.http_status, exc.problem, getattr(exc, "headers", None))
 
 
 async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     _count(request, "invalid_parameter")
-    return error_response(422, "invalid_parameter", validation_reason(exc.errors()))
+    return error_response(422, Problem("invalid_parameter", validation_reason(exc.errors())))
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -108,7 +108,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         # The router names the methods of the first route on this path; several routes may
         # share it (GET and DELETE /v1/exports/{job_id}).
         headers = {**(headers or {}), "Allow": ", ".join(_allowed(request))}
-    return error_response(exc.status_code, code, str(exc.detail), headers)
+    return error_response(exc.status_code, Problem(code, str(exc.detail)), headers)
 
 
 def _allowed(request: Request) -> list[str]:
@@ -131,7 +131,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> JSONResponse:
     # Written outside the request-id middleware (Starlette's outermost one): the id from scope.
     request_id = request.scope.get("request_id")
     headers = {"x-request-id": request_id} if request_id else None
-    return error_response(500, "internal_error", "internal error; see the server log", headers)
+    problem = Problem("internal_error", "internal error; see the server log")
+    return error_response(500, problem, headers)
 
 
 def install_error_handlers(app: FastAPI) -> None:

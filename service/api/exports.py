@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Literal
@@ -256,9 +257,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         warnings=record.warnings,
         result_url=f"/v1/exports/{record.id}/result" if done else None,
         timings=record.timings,
-        error=ErrorBody(code=record.error.code, reason=record.error.reason)
-        if record.error
-        else None,
+        error=ErrorBody(**asdict(record.error)) if record.error else None,
     )
 
 

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -30,11 +31,11 @@ from service.api.errors import validation_reason
 from service.api.metrics import LATE_S, Metrics
 from service.api.state import ServiceState
 from service.context import REQUEST_ID
-from service.errors import FoleyError, echo
+from service.errors import FoleyError, Problem, echo
 from service.markers import timecode, timecode_rate
 from service.pipeline.runner import Onset
 from service.preview import protocol as p
-from service.preview.worker import AudioOut, EndOut, FailOut, Full, Output, PreviewWorker, Session
+from service.preview.worker import AudioOut, EndOut, Full, Output, PreviewWorker, Session
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
@@ -46,11 +47,11 @@ STATIC = Path(__file__).resolve().parent / "static" / "preview"
 
 
 class _Close(Exception):
-    """End the connection with an error message and a close code."""
+    """End the connection with its Problem (as an error message) and a close code."""
 
     def __init__(self, code: str, reason: str, close: int) -> None:
         super().__init__(reason)
-        self.code, self.reason, self.close = code, reason, close
+        self.problem, self.close = Problem(code, reason), close
 
 
 @router.get("/preview", include_in_schema=False)
@@ -100,7 +101,7 @@ async def preview(ws: WebSocket) -> None:
         await _serve(ws, state, worker, session, outbox)
     except _Close as close:
         if session is None:
-            metrics.preview_sessions.labels(close.code).inc()
+            metrics.preview_sessions.labels(close.problem.code).inc()
         await _close(ws, close)
     except WebSocketDisconnect:
         pass
@@ -386,7 +387,7 @@ async def _send(ws: WebSocket, session: Session, outbox: Outbox, metrics: Metric
     stats = _Stats()
     while True:
         item = await outbox.get()
-        if isinstance(item, FailOut):
+        if isinstance(item, Problem):
             close = {"internal": p.CLOSE_INTERNAL, "device_out_of_memory": p.CLOSE_BUSY}.get(
                 item.code, p.CLOSE_BAD_INPUT
             )
@@ -456,10 +457,8 @@ async def _close(ws: WebSocket, close: _Close) -> None:
         return
     with anyio.move_on_after(1.0):
         try:
-            await ws.send_text(
-                p.ErrorMessage(code=close.code, reason=close.reason).model_dump_json()
-            )
-            await ws.close(close.close, close_reason(close.reason))
+            await ws.send_text(p.ErrorMessage(**asdict(close.problem)).model_dump_json())
+            await ws.close(close.close, close_reason(close.problem.reason))
         except (WebSocketDisconnect, RuntimeError):
             pass
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from service.errors import Problem
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.media.loudness import MAX_LUFS, MIN_LUFS
 from service.pipeline.types import (
@@ -145,5 +147,6 @@ class Ready(BaseModel):
     )
 
 
-def error_content(code: str, reason: str) -> dict[str, Any]:
-    return ErrorResponse(error=ErrorBody(code=code, reason=reason)).model_dump()
+def error_content(problem: Problem) -> dict[str, Any]:
+    """The body of an error answer: the Problem as the wire writes it."""
+    return ErrorResponse(error=ErrorBody(**asdict(problem))).model_dump()

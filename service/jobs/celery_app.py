@@ -25,7 +25,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.signals import worker_process_init
 
 from service.config import Settings
-from service.jobs.records import JobError
+from service.errors import Problem
 from service.jobs.runner import JobContext, TransientJobError, fail, give_up, run_job
 from service.jobs.storage import JobStorage, storage_root
 from service.jobs.store import RedisJobStore
@@ -107,7 +107,7 @@ class ExportTask(Task):
         # Celery's hard limit kills the child; this runs in the worker's main process.
         if isinstance(exc, TimeLimitExceeded) and args:
             limit = f"{self.app.conf.task_time_limit:.0f} s"
-            error = JobError("time_limit", f"the render was stopped at its hard limit of {limit}")
+            error = Problem("time_limit", f"the render was stopped at its hard limit of {limit}")
             fail(context(), args[0], error)
 
 

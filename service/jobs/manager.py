@@ -20,9 +20,9 @@ from typing import ClassVar, ParamSpec, Protocol, TypeVar
 import redis
 
 from service.config import Settings
-from service.errors import Busy, FoleyError, InvalidInput
+from service.errors import Busy, FoleyError, InvalidInput, Problem
 from service.jobs.metrics import JobMetrics
-from service.jobs.records import JobError, JobRecord
+from service.jobs.records import JobRecord
 from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
 from service.jobs.store import Caps, Full, JobStore
@@ -141,7 +141,7 @@ class JobManager:
         except Exception as exc:
             log.exception("job %s could not be queued", record.id)
             reason = f"the job queue is unavailable ({type(exc).__name__})"
-            error = JobError("queue_unavailable", reason)
+            error = Problem("queue_unavailable", reason)
             self._end(record.id, "failed", expect={"queued"}, error=error)
             raise QueueUnavailable(reason) from exc
         log.info("job %s queued (%s, %s)", record.id, record.tier, record.format)

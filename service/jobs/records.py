@@ -18,6 +18,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
+from service.errors import Problem
 from service.media.loudness import DEFAULT_TARGET_LUFS
 from service.pipeline.types import RenderOptions
 
@@ -29,12 +30,6 @@ ACTIVE: frozenset[str] = frozenset({"queued", "running"})
 def new_job_id() -> str:
     """128 random bits, URL-safe: unguessable, so an id is no key to somebody else's job."""
     return secrets.token_urlsafe(16)
-
-
-@dataclass(frozen=True)
-class JobError:
-    code: str
-    reason: str
 
 
 @dataclass(frozen=True)
@@ -61,7 +56,7 @@ class JobRecord:
     gain_db: float | None = None  # the loudness gain the render applied
     warnings: list[str] = field(default_factory=list)  # damage in the file, worked around
     timings: dict[str, float] = field(default_factory=dict)  # seconds per stage
-    error: JobError | None = None
+    error: Problem | None = None
 
     def __post_init__(self) -> None:
         if self.options.tier is None:
@@ -97,7 +92,7 @@ class JobRecord:
             values["options"] = {**flat, "loudness": "off" if loudness is None else loudness}
         values["options"] = RenderOptions.from_wire(values["options"])
         if values.get("error") is not None:
-            values["error"] = JobError(**values["error"])
+            values["error"] = Problem(**values["error"])
         return cls(**values)
 
     def updated(self, **changes: Any) -> JobRecord:

@@ -27,9 +27,9 @@ import redis
 
 from service.config import Settings
 from service.context import REQUEST_ID
-from service.errors import DeviceOutOfMemory, FoleyError
+from service.errors import DeviceOutOfMemory, FoleyError, Problem
 from service.jobs.metrics import JobMetrics
-from service.jobs.records import ACTIVE, JobError, JobRecord
+from service.jobs.records import ACTIVE, JobRecord
 from service.jobs.storage import JobStorage
 from service.jobs.store import JobStore
 from service.markers import markers_document, render_markers
@@ -45,7 +45,7 @@ class TransientJobError(Exception):
 class _Stop(Exception):
     """Raised from the progress callback to end an attempt between windows."""
 
-    def __init__(self, state: str, error: JobError | None = None) -> None:
+    def __init__(self, state: str, error: Problem | None = None) -> None:
         super().__init__(state)
         self.state, self.error = state, error
 
@@ -88,7 +88,7 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
             f"the job was started {record.attempts} times and its worker was lost each time "
             "(the file may crash the renderer)"
         )
-        return _finish(ctx, record, "failed", JobError("worker_lost", reason), expect=ACTIVE)
+        return _finish(ctx, record, "failed", Problem("worker_lost", reason), expect=ACTIVE)
     now = time.time()
     started = store.transition(
         job_id,
@@ -159,12 +159,12 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         ctx.store.transition(record.id, {"running"}, {"state": "queued"}, attempts=record.attempts)
         raise TransientJobError(str(exc)) from exc
     except FoleyError as exc:  # the input's fault: trying again gives the same answer
-        return _finish(ctx, record, "failed", JobError(exc.code, exc.reason))
+        return _finish(ctx, record, "failed", Problem(exc.code, exc.reason))
     except ctx.timeouts:
         return _finish(ctx, record, "failed", _time_limit(settings))
     except Exception as exc:
         log.exception("job %s failed", record.id)
-        error = JobError("render_failed", f"internal error ({type(exc).__name__}); see the log")
+        error = Problem("render_failed", f"internal error ({type(exc).__name__}); see the log")
         return _finish(ctx, record, "failed", error)
     finally:
         staging.unlink(missing_ok=True)
@@ -192,16 +192,16 @@ def _progress(ctx: JobContext, record: JobRecord, deadline: float) -> Callable[[
     return report
 
 
-def _time_limit(settings: Settings) -> JobError:
+def _time_limit(settings: Settings) -> Problem:
     limit = settings.export_soft_time_limit_s
-    return JobError("time_limit", f"the render took longer than its limit of {limit:.0f} s")
+    return Problem("time_limit", f"the render took longer than its limit of {limit:.0f} s")
 
 
 def _finish(
     ctx: JobContext,
     record: JobRecord,
     state: str,
-    error: JobError | None = None,
+    error: Problem | None = None,
     *,
     expect: frozenset[str] | set[str] = frozenset({"running"}),
     **changes: object,
@@ -223,7 +223,7 @@ def end_job(
     state: str,
     *,
     expect: Iterable[str],
-    error: JobError | None = None,
+    error: Problem | None = None,
     attempts: int | None = None,
     metrics: JobMetrics | None = None,
     **changes: object,
@@ -254,10 +254,10 @@ def end_job(
 def give_up(ctx: JobContext, job_id: str, reason: str) -> JobRecord | None:
     """After the last retry of a transient error: the job fails instead of waiting forever."""
     reason = f"gave up after repeated transient errors: {reason}"
-    return fail(ctx, job_id, JobError("transient_error", reason))
+    return fail(ctx, job_id, Problem("transient_error", reason))
 
 
-def fail(ctx: JobContext, job_id: str, error: JobError) -> JobRecord | None:
+def fail(ctx: JobContext, job_id: str, error: Problem) -> JobRecord | None:
     """End a job that is not finished yet as failed (from outside its attempt)."""
     record = ctx.store.get(job_id)
     if record is None or record.finished:

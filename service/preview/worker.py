@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from service.errors import DeviceOutOfMemory
+from service.errors import DeviceOutOfMemory, Problem
 from service.media.audio_out import ExactResampler
 from service.media.loudness import LiveLevel
 from service.pipeline.backends.base import Backend
@@ -61,13 +61,7 @@ class EndOut:
     samples: int
 
 
-@dataclass(frozen=True)
-class FailOut:
-    code: str
-    reason: str
-
-
-Output = AudioOut | EndOut | FailOut
+Output = AudioOut | EndOut | Problem  # a Problem: the session failed, and is closed
 
 
 @dataclass
@@ -300,5 +294,5 @@ class PreviewWorker:
 
     def _fail(self, session: Session, code: str, reason: str) -> None:
         if not session.closed:
-            session.deliver(FailOut(code, reason))
+            session.deliver(Problem(code, reason))
             self.close(session)

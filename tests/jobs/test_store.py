@@ -8,7 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from service.jobs.records import JobError, JobRecord, new_job_id
+from service.errors import Problem
+from service.jobs.records import JobRecord, new_job_id
 from service.jobs.store import Caps, Full, MemoryJobStore, RedisJobStore
 from service.pipeline.types import RenderOptions
 
@@ -58,7 +59,7 @@ def test_transition_is_a_compare_and_set(store):
     # A second start with the old attempt count loses, whatever the state allows.
     assert store.transition(r.id, {"queued", "running"}, {"attempts": 1}, attempts=0) is None
     assert store.transition(r.id, {"queued"}, {"state": "cancelled"}) is None
-    error = JobError("x", "why")
+    error = Problem("x", "why")
     failed = store.transition(r.id, {"running"}, {"state": "failed", "error": error})
     assert failed is not None and failed.error == error and failed.finished
     assert store.get(r.id) == failed

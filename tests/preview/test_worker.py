@@ -13,9 +13,9 @@ import pytest
 from service.api import preview as transport
 from service.api.metrics import Metrics
 from service.config import Settings
-from service.errors import DeviceOutOfMemory
+from service.errors import DeviceOutOfMemory, Problem
 from service.preview import protocol as p
-from service.preview.worker import AudioOut, EndOut, FailOut, Full, PreviewWorker
+from service.preview.worker import AudioOut, EndOut, Full, PreviewWorker
 
 CONFIG = p.SessionConfig(type="config", width=96, height=96)
 FRAME = np.zeros((96, 96, 3), np.uint8).tobytes()
@@ -118,7 +118,7 @@ def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None
         close = asyncio.run(run())
     finally:
         worker.stop()
-    assert (close.code, close.close) == ("slow_reader", p.CLOSE_SLOW_READER)
+    assert (close.problem.code, close.close) == ("slow_reader", p.CLOSE_SLOW_READER)
 
 
 class FullGpu:
@@ -146,10 +146,10 @@ def test_a_gpu_out_of_memory_ends_that_batch_with_its_code_and_the_worker_goes_o
         for k in range(4):  # past any tier's lookahead: its models run
             worker.submit(first, p.parse_frame(p.pack_frame(k, k / 30, FRAME)), 0.0)
         deadline = time.monotonic() + 10
-        while not any(isinstance(o, FailOut) for o in got):
+        while not any(isinstance(o, Problem) for o in got):
             assert time.monotonic() < deadline
             time.sleep(0.01)
-        (failed,) = [o for o in got if isinstance(o, FailOut)]
+        (failed,) = [o for o in got if isinstance(o, Problem)]
         assert failed.code == "device_out_of_memory"
         backend.freed.set()
         ended = threading.Event()
