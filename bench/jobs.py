@@ -27,8 +27,8 @@ from bench.machine import describe
 from bench.offline import CLIP_SECONDS, bench_clip
 from bench.servers import redis_server
 from service.config import Settings
-from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
+from service.jobs.queues import create_job_manager
 from service.jobs.records import JobRecord, new_job_id
 from service.pipeline.types import RenderOptions
 

@@ -11,6 +11,8 @@ import opentimelineio as otio
 import pytest
 
 from service import cli
+from service.api import server
+from service.cli import generate
 from service.config import Settings
 from service.errors import MediaError
 from service.markers import MarkersDocument
@@ -67,8 +69,8 @@ def video(tmp_path: Path) -> Path:
 
 def use_engine(monkeypatch: pytest.MonkeyPatch, engine: ScriptedEngine) -> None:
     """The scripted engine, and a probe that takes any file as a 12 s video."""
-    monkeypatch.setattr(cli, "load_engine", lambda settings, tier: engine)
-    monkeypatch.setattr(cli, "probe_input", lambda path, settings: 12.0)
+    monkeypatch.setattr(generate, "load_engine", lambda settings, tier: engine)
+    monkeypatch.setattr(generate, "probe_input", lambda path, settings: 12.0)
 
 
 def test_bad_output_extension_exits_2_with_one_line(
@@ -118,7 +120,7 @@ def test_success_prints_one_summary_line_and_passes_the_options(
 ) -> None:
     engine = ScriptedEngine()
     use_engine(monkeypatch, engine)
-    monkeypatch.setattr(cli, "PROGRESS_DELAY_S", 0.0)
+    monkeypatch.setattr(generate, "PROGRESS_DELAY_S", 0.0)
     output = tmp_path / "out.MKV"
     argv = ["generate", str(video), "-o", str(output), "--sample-rate", "16000",
             "--replace-audio"]  # fmt: skip
@@ -217,10 +219,10 @@ def test_render_failure_exits_with_one_line_and_leaves_no_file(
 
 def test_serve_config_bounds_shutdown_and_websockets() -> None:
     settings = Settings(host="0.0.0.0", port=9001, max_connections=100)
-    config = cli.uvicorn_config(app=object(), settings=settings)
+    config = server.uvicorn_config(app=object(), settings=settings)
     assert (config.host, config.port) == ("0.0.0.0", 9001)
     assert config.limit_concurrency == 100
-    assert config.timeout_graceful_shutdown == cli.GRACEFUL_SHUTDOWN_S
+    assert config.timeout_graceful_shutdown == server.GRACEFUL_SHUTDOWN_S
     assert config.ws_max_size <= 16 * 1024 * 1024
     assert config.ws_ping_interval and config.ws_ping_timeout
 
@@ -311,7 +313,7 @@ def test_several_inputs_and_a_folder_render_with_the_model_loaded_once(
 ) -> None:
     use_engine(monkeypatch, ScriptedEngine())
     loads = CountingLoads(ScriptedEngine())
-    monkeypatch.setattr(cli, "load_engine", loads)
+    monkeypatch.setattr(generate, "load_engine", loads)
     a, b = videos_in(tmp_path / "one", "a.mp4", "b.MOV")
     (c,) = videos_in(tmp_path / "reel", "c.mkv")
     (tmp_path / "reel" / "notes.txt").write_text("not a video, and not taken")
@@ -375,7 +377,7 @@ def test_a_file_that_is_not_a_video_is_refused_before_the_model_loads(
     tmp_path: Path, capsys, monkeypatch
 ) -> None:
     loads = CountingLoads(ScriptedEngine())
-    monkeypatch.setattr(cli, "load_engine", loads)
+    monkeypatch.setattr(generate, "load_engine", loads)
     text = tmp_path / "notes.mp4"
     text.write_text("a text file named like a video")
     code, _, err = run(["generate", str(text)], capsys)

@@ -10,7 +10,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from service.cli import GRACEFUL_SHUTDOWN_S
+from service.api.server import GRACEFUL_SHUTDOWN_S
 from service.config import Settings
 from service.jobs.celery_app import QUEUE
 

@@ -32,6 +32,8 @@ MAY_IMPORT = {
     "markers": {"pipeline"},
     "preview": {"media", "pipeline"},
     "jobs": {"media", "pipeline", "cache", "markers"},
+    "api": {"media", "pipeline", "cache", "markers", "preview", "jobs"},
+    "cli": {"media", "pipeline", "markers", "preview", "jobs", "api"},
 }
 SHARED = {"config", "errors", "context"}
 
@@ -49,4 +51,21 @@ def test_packages_import_one_way() -> None:
                     parts = [*name.split("."), ""]
                     if parts[0] == "service" and parts[1] not in {package, ""} | allowed | SHARED:
                         wrong.append(f"{path.relative_to(service.parent)} imports {name}")
+    assert wrong == []
+
+
+def test_the_backends_know_the_stage_contract_and_nothing_else_of_the_pipeline() -> None:
+    """A backend runs graphs a tier's contract describes: what the stages mean is not its
+    business, so a new backend needs nothing but the contract."""
+    backends = Path(__file__).resolve().parents[1] / "service" / "pipeline" / "backends"
+    allowed = {"service.pipeline.contract"}
+    wrong = []
+    for path in sorted(backends.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            for name in names:
+                own = name.startswith("service.pipeline.backends") or name in allowed
+                if name.startswith("service.pipeline.") and not own:
+                    wrong.append(f"{path.name} imports {name}")
     assert wrong == []

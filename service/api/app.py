@@ -24,8 +24,8 @@ from service.api.routes import router
 from service.api.state import ServiceState
 from service.cache import Cache, create_cache
 from service.config import Settings, get_settings
-from service.jobs import create_job_manager
 from service.jobs.manager import JobManager
+from service.jobs.queues import create_job_manager
 from service.pipeline.loading import EngineLoader, Engines, load_engine
 from service.pipeline.tiers import installed_tiers
 

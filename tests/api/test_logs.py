@@ -15,7 +15,7 @@ from websockets.sync.client import connect
 
 from service.api import create_app
 from service.api.logs import REDACTED, RedactKeys
-from service.cli import uvicorn_config
+from service.api.server import uvicorn_config
 from service.config import Settings
 from tests.api.conftest import RecordingEngine, upload
 from tests.conftest import uvicorn_server

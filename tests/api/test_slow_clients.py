@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from service.api import create_app
-from service.cli import uvicorn_config
+from service.api.server import uvicorn_config
 from service.config import Settings
 from tests.api.conftest import RecordingEngine, wait_until
 from tests.conftest import uvicorn_server

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient
 from service.api import create_app
 from service.config import Settings
 from service.errors import MediaError
-from service.jobs import create_job_manager
+from service.jobs.queues import create_job_manager
 from service.markers import MarkersDocument
 from service.media.loudness import Levelling, Loudness
 from service.pipeline.loading import Engines

@@ -1,11 +1,12 @@
-"""`foley generate`: videos (or folders of them) rendered in one process, the model loaded once.
+"""What `foley generate` renders where: each input video (or the videos in a folder, by their
+extension) and the output it gets.
 
     plan = plan_batch(inputs, output=None, fmt=None, events=None, force=False)   # checks only
-    ... load the engine once, then `render_job` each job of the plan
+    ... load the engine once, then render each job of the plan (service.cli.generate)
 
 Planning comes first and loads no model, so a mistake costs a fraction of a second: every input
-exists and looks like a video (its first bytes: an MP4/MOV box, Matroska/WebM's EBML header or
-an AVI RIFF header; the isolated decoder's probe then checks the rest), every output is named
+exists (whether it is a video, the isolated decoder's probe says next, as for an upload), every
+output is named
 (`<input>.foley.<ext>` beside the input, or in the `-o` folder) and is neither the input nor an
 existing file unless forced. Every error names its file.
 """
