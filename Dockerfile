@@ -1,6 +1,6 @@
 # CPU image of the service (`foley serve`) and of its export workers (`foley worker`): numpy,
-# PyAV, ONNX Runtime, FastAPI, Celery. No torch: training lives in
-# engines/ and its extra ("train") is not installed here.
+# PyAV, ONNX Runtime, FastAPI, Celery, and the tiers (service/models). No torch and no engines/:
+# simulation and training are not part of the service's package.
 FROM python:3.11-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1
@@ -8,7 +8,6 @@ WORKDIR /app
 
 COPY pyproject.toml README.md constraints.txt ./
 COPY service ./service
-COPY engines ./engines
 # Pinned: the image is the same build whenever it is built (constraints.txt says how it is made).
 RUN pip install -c constraints.txt .
 

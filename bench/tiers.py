@@ -1,6 +1,6 @@
 """Speed against quality for model tiers (the Pareto table of the compression work).
 
-    python -m bench.tiers engines/artifacts/preview engines/artifacts/preview-int8 [--clips 24]
+    python -m bench.tiers service/models/preview service/models/preview-int8 [--clips 24]
         [--real]
 
 For each tier folder, of any kind: live compute per 30 fps frame (one frame per call through

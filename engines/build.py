@@ -1,6 +1,6 @@
 """Rebuild the tiers from scratch: simulate the data, train, prune, export.
 
-    python -m engines.build     # engines/artifacts/export and engines/artifacts/preview
+    python -m engines.build     # service/models/export and service/models/preview
 
 The recipe: 2400 simulated clips, and 240 more (other seeds) to calibrate the onset trigger on and
 report validation F1; the vocoder on ground-truth mels; the encoder and generator, with onset
@@ -30,9 +30,10 @@ from engines.export.prune import prune
 from engines.models.checkpoint import checkpoint_config
 from engines.models.config import ModelConfig
 from engines.train.train import TrainOptions, train
+from service.config import SHIPPED_MODELS_DIR
 
 log = logging.getLogger(__name__)
-ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+ARTIFACTS = SHIPPED_MODELS_DIR
 ROUND_LRS = (2e-3, 1e-3)
 # `preview`: the share of each pruned layer kept, and the fine-tuning's learning rate.
 PRUNE_KEEP = 0.5

@@ -1,6 +1,6 @@
 """Rebuild the `objects` tier from scratch: localiser, contact head, impulse estimate, threshold.
 
-    python -m engines.build_objects     # engines/artifacts/objects
+    python -m engines.build_objects     # service/models/objects
 
 Every step caches what it makes, so a stopped build continues from its last finished step:
 

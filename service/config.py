@@ -15,7 +15,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The shipped tiers: package data of `engines`, beside this package in the source tree and in an
 # installed wheel alike.
-SHIPPED_MODELS_DIR = Path(__file__).resolve().parent.parent / "engines" / "artifacts"
+SHIPPED_MODELS_DIR = Path(__file__).resolve().parent / "models"
 
 
 class Settings(BaseSettings):

@@ -26,8 +26,8 @@ def shipped_tier_files() -> set[str]:
     for config in SHIPPED_MODELS_DIR.glob("*/config.json"):
         tier = config.parent.name
         stages = json.loads(config.read_text())["stages"]
-        files.add(f"engines/artifacts/{tier}/config.json")
-        files |= {f"engines/artifacts/{tier}/{s['file']}" for s in stages.values() if "file" in s}
+        files.add(f"service/models/{tier}/config.json")
+        files |= {f"service/models/{tier}/{s['file']}" for s in stages.values() if "file" in s}
     return files
 
 
@@ -54,6 +54,7 @@ def test_the_wheel_holds_every_tier(wheel: Path) -> None:
     assert len(expected) >= 3 * 2
     assert expected <= names, sorted(expected - names)
     assert not [n for n in names if n.endswith(".pt")], "training checkpoints are not shipped"
+    assert not [n for n in names if n.startswith("engines/")], "training code is not shipped"
 
 
 @pytest.mark.slow

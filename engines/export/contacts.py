@@ -4,8 +4,8 @@
     head.onnx       features [N, F] -> probability [N], u [N] (contact time in interval units)
     config.json     kind "contacts": picture size, the head's settings, the renderer's voices
 
-    python -m engines.export.contacts [--localiser engines/artifacts/objects/localiser.pt]
-        [--head engines/artifacts/objects/contact_head.pt] [--out engines/artifacts/objects]
+    python -m engines.export.contacts [--localiser service/models/objects/localiser.pt]
+        [--head service/models/objects/contact_head.pt] [--out service/models/objects]
 
 The renderer's voices are each object material's modes as the simulator's sound model makes them
 for an object of the reference size (engines.audio.modal); the renderer moves them to the size
@@ -32,10 +32,11 @@ from engines.models.localiser import Localiser
 from engines.sim.materials import OBJECT_MATERIALS, material
 from engines.tracks.head import ContactHead, load_head
 from engines.train.localiser import HEIGHT, WIDTH
+from service.config import SHIPPED_MODELS_DIR
 from service.pipeline.contacts.features import HeadConfig
 
 log = logging.getLogger(__name__)
-OBJECTS = Path(__file__).resolve().parents[1] / "artifacts" / "objects"
+OBJECTS = SHIPPED_MODELS_DIR / "objects"
 MAX_OBJECTS = 6
 VERSION = "0.2.0"
 VOICE_SHAPE = "sphere"  # the localiser does not tell shapes apart

@@ -3,7 +3,7 @@ their contract (service.pipeline.contract reads it). Each graph is its stage's s
 the stage's inputs plus its state (`state_<name>`) -> its outputs plus the next state
 (`next_<name>`), so one graph serves a whole clip in one call and a live stream frame by frame.
 
-    python -m engines.export.onnx_export runs/preview/model.pt engines/artifacts/preview
+    python -m engines.export.onnx_export runs/preview/model.pt service/models/preview
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Rebuild a training checkpoint from a tier folder: the inverse of `onnx_export`, so that the
 shipped weights can be fine-tuned, pruned or distilled from the repository alone.
 
-    python -m engines.export.onnx_import engines/artifacts/preview runs/preview.pt
+    python -m engines.export.onnx_import service/models/preview runs/preview.pt
 
 The tier's config.json holds the ModelConfig; each graph holds its stage's weights as
 initializers named after the module's parameters, except the weights of linear layers, which the

@@ -1,7 +1,7 @@
 """INT8 tiers: ONNX Runtime static QDQ quantisation of a tier's encoder and generator, calibrated
 on the activations the tier itself produces while streaming simulated clips.
 
-    python -m engines.export.quantize engines/artifacts/preview engines/artifacts/preview-int8
+    python -m engines.export.quantize service/models/preview service/models/preview-int8
 
 Convolutions and matrix products are quantised: weights per output channel (int8), their input
 activations per tensor (uint8, MinMax over the calibration run). The vocoder stays float: its

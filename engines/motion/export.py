@@ -8,8 +8,8 @@
     config.json   kind "motion": picture size, the head's settings, the vocoder's bank
 
     python -m engines.motion.export (--checkpoint runs/motion/head.pt | --rule)
-        [--out engines/artifacts/motion] [--threshold 0.5] [--offset-ms 0]
-        [--vocoder engines/artifacts/motion/vocoder.pt]
+        [--out service/models/motion] [--threshold 0.5] [--offset-ms 0]
+        [--vocoder service/models/motion/vocoder.pt]
 
 `--rule`: the head with nothing learned (engines.motion.rule), the shipped one; a checkpoint:
 a trained ContactHead (engines.motion.train). The threshold and the offset are calibrated on
@@ -35,11 +35,12 @@ from engines.motion import vocoder as voc
 from engines.motion.evaluate import load_model
 from engines.motion.features import HEIGHT, MATERIALS, WIDTH
 from engines.motion.rule import VelocityLossHead
+from service.config import SHIPPED_MODELS_DIR
 from service.pipeline.motion.flow import FACTOR
 from service.pipeline.motion.window import CHANNELS, WINDOW
 
 log = logging.getLogger(__name__)
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = SHIPPED_MODELS_DIR
 VOCODER = ARTIFACTS / "motion" / "vocoder.pt"
 VERSION = "0.1.0"
 OUTPUTS = ("probability", "u", "strength", "material")

@@ -6,7 +6,7 @@ sounds, a student distilled from it, and a table of how close each comes to the 
     python -m engines.motion.train_vocoder student   # runs/vocoder/student.pt (distilled)
     python -m engines.motion.train_vocoder student --from-truth --out runs/vocoder/plain.pt
     python -m engines.motion.train_vocoder evaluate [--models ...]
-    python -m engines.motion.train_vocoder ship      # student.pt -> engines/artifacts/motion
+    python -m engines.motion.train_vocoder ship      # student.pt -> service/models/motion
 
 Data: every impact of pybullet scenes (engines.sim.scene, physics only, no camera), each sound
 rendered by the simulator's sound model (engines.audio.modal) at time zero and divided by

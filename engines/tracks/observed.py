@@ -31,6 +31,7 @@ import numpy as np
 
 from engines.tracks.data import CACHE_DIR, ObservedTrack, TrainTrack, film, load_scenes
 from engines.train.localiser import CLIP_S, RATES, cached_clip
+from service.config import SHIPPED_MODELS_DIR
 from service.pipeline.backends.base import Backend, create_backend
 from service.pipeline.contacts import refine, tracking
 from service.pipeline.contacts.synth import ContactSynth, track_frame
@@ -40,7 +41,7 @@ from service.pipeline.contacts.tracking import Track, Tracker
 log = logging.getLogger(__name__)
 MATCH_PX = 3.0
 MATCH_SHARE = 0.5
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+ARTIFACTS = SHIPPED_MODELS_DIR
 LOCALISER_DATA = Path(__file__).resolve().parents[2] / "data" / "localiser"
 
 

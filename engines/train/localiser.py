@@ -8,7 +8,7 @@ come from the simulator: each object's centre projected into the frame (exact, s
 apparent radius (its bounding radius projected at its depth), its material and its size in
 metres. Frames are cached per clip under data/localiser/, the model under --out (both resumable: a
 stopped run continues). Prints the localisation error on held-out scenes at the end. `--init`
-continues from saved weights (engines/artifacts/objects/localiser.pt) with a fresh schedule;
+continues from saved weights (service/models/objects/localiser.pt) with a fresh schedule;
 `--size-only` then trains the size branch alone, the trunk and the other outputs fixed;
 `--evaluate WEIGHTS` prints the errors of saved weights on fresh and held-out clips.
 """

@@ -32,7 +32,7 @@ from service.pipeline.streaming import StageTimer
 from service.preview import protocol as p
 from service.preview.worker import AudioOut, EndOut, PreviewWorker
 
-SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
+SHIPPED = Path(__file__).resolve().parents[2] / "service" / "models"
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 
 

@@ -12,7 +12,7 @@ from service.pipeline.contacts.picture import EDGE_RADII, PictureBox
 from service.pipeline.contacts.synth import SHOT_SETTLE_FRAMES, ContactSynth
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
 
-SHIPPED = Path(__file__).resolve().parents[2] / "engines" / "artifacts"
+SHIPPED = Path(__file__).resolve().parents[2] / "service" / "models"
 TOP, BOTTOM = 20, 88  # the picture's rows in a 192 x 108 frame (letterboxed 2.8:1)
 
 

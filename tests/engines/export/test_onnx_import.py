@@ -56,7 +56,7 @@ def test_a_tier_of_another_shape_is_refused(tmp_path):
 def test_the_shipped_tiers_import(tmp_path, tier):
     """`preview`'s config.json still carries the retired study options, at 0; `export`'s does not.
     Both give back their checkpoint, every weight of the model their config describes."""
-    folder = Path(__file__).resolve().parents[3] / "engines" / "artifacts" / tier
+    folder = Path(__file__).resolve().parents[3] / "service" / "models" / tier
     model = json.loads((folder / "config.json").read_text())["model"]
     cfg = tier_config(folder)
     assert cfg.to_dict() == {k: v for k, v in model.items() if k not in RETIRED_FIELDS} | {
