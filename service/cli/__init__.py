@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import get_args
 
 from service.cli import generate, preview, serve, tiers, worker
-from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, fail
+from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, Run, fail
 from service.errors import FoleyError, InvalidInput
 from service.pipeline.backends.base import BackendName
 
@@ -39,7 +39,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return args.run(args)
+        run: Run = args.run
+        return run(args)
     except FoleyError as exc:
         fail(exc.code, exc.reason)
         return EXIT_INVALID if isinstance(exc, InvalidInput) else EXIT_INTERNAL

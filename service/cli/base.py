@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from typing import TypeAlias
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
-Commands = argparse._SubParsersAction  # what each command module adds its parser to
+Run = Callable[[argparse.Namespace], int]  # a command, given its parsed arguments
+# What each command module adds its parser to.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def fail(code: str, reason: str) -> None:
