@@ -25,7 +25,7 @@ import csv
 import io
 import math
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import opentimelineio as otio
 from opentimelineio.opentime import RationalTime, TimeRange
@@ -79,7 +79,7 @@ def timecode_rate(fps: float) -> tuple[float, bool]:
 
 def timecode(seconds: float, rate: float, drop_frame: bool) -> str:
     frame = RationalTime(math.floor(seconds * rate + 1e-6), rate)
-    return otio.opentime.to_timecode(frame, rate, drop_frame)
+    return cast(str, otio.opentime.to_timecode(frame, rate, drop_frame))  # otio is untyped
 
 
 def markers_document(
@@ -135,7 +135,7 @@ def render_markers(document: MarkersDocument, fmt: str) -> str:
             writer.writerow(contact.model_dump())
         return out.getvalue()
     if fmt == "otio":
-        return otio.adapters.write_to_string(timeline(document), "otio_json")
+        return cast(str, otio.adapters.write_to_string(timeline(document), "otio_json"))
     raise ValueError(f"markers format must be one of {MARKER_FORMATS}, not {fmt!r}")
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import anyio
 from fastapi import FastAPI
@@ -76,23 +77,24 @@ def _name_the_tiers(app: FastAPI, tiers: list[str]) -> None:
         return
     generate = app.openapi
 
-    def openapi() -> dict:
-        if app.openapi_schema is None:
-            schema = generate()
-            for item in schema["paths"].values():
-                for operation in item.values():
-                    for parameter in operation.get("parameters", []):
-                        if parameter["name"] == "tier":
-                            parameter["schema"] = {
-                                "anyOf": [{"type": "string", "enum": tiers}, {"type": "null"}],
-                                "title": "Tier",
-                            }
-                    content = operation.get("requestBody", {}).get("content", {})
-                    for body in content.values():
-                        field = body["schema"].get("properties", {}).get("tier")
-                        if field is not None:
-                            field["enum"] = tiers
-        return app.openapi_schema
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        schema = generate()  # FastAPI keeps it as app.openapi_schema
+        for item in schema["paths"].values():
+            for operation in item.values():
+                for parameter in operation.get("parameters", []):
+                    if parameter["name"] == "tier":
+                        parameter["schema"] = {
+                            "anyOf": [{"type": "string", "enum": tiers}, {"type": "null"}],
+                            "title": "Tier",
+                        }
+                content = operation.get("requestBody", {}).get("content", {})
+                for body in content.values():
+                    field = body["schema"].get("properties", {}).get("tier")
+                    if field is not None:
+                        field["enum"] = tiers
+        return schema
 
     app.openapi = openapi  # type: ignore[method-assign]
 
@@ -103,7 +105,7 @@ def _lifespan(
     job_manager: JobManagerFactory,
     cache: Cache | None,
     metrics: Metrics,
-):
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if settings.work_dir is not None:

@@ -13,7 +13,7 @@ import shutil
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from fastapi import APIRouter, Depends, Header, Query, Request, Response
@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from service.api.auth import Tenant
 from service.api.params import UPLOAD_NAME, download_name, merge_params, upload_body
-from service.api.schemas import DEFAULTS, MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
+from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
 from service.api.state import ServiceState, get_state
 from service.api.uploads import receive_upload
 from service.context import REQUEST_ID
@@ -30,6 +30,7 @@ from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.markers import MarkersDocument, render_markers
+from service.pipeline.types import DEFAULT_OPTIONS as DEFAULTS
 from service.pipeline.types import OutputFormat
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
@@ -88,7 +89,7 @@ _ERRORS = {
 }
 
 
-def _responses(*codes: int) -> dict[int | str, dict]:
+def _responses(*codes: int) -> dict[int | str, dict[str, Any]]:
     return {c: {"model": ErrorResponse, "description": _ERRORS[c]} for c in codes}
 
 
@@ -246,7 +247,7 @@ def to_wire(record: JobRecord) -> ExportJob:
         filename=record.filename,
         attempts=record.attempts,
         cancel_requested=record.cancel_requested,
-        created_at=_time(record.created_at),
+        created_at=datetime.fromtimestamp(record.created_at, UTC),
         started_at=_time(record.started_at),
         finished_at=_time(record.finished_at),
         expires_at=_time(record.expires_at),

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
+from starlette.types import Message, Receive, Scope, Send
+
 
 class HeadAsGet:
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] != "HEAD":
             await self.app(scope, receive, send)
             return
         ended = False
 
-        async def headers_only(message: dict) -> None:
+        async def headers_only(message: Message) -> None:
             nonlocal ended
             if message["type"] == "http.response.body":
                 if ended:

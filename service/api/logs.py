@@ -12,6 +12,8 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from starlette.types import Message, Receive, Scope, Send
+
 from service.context import REQUEST_ID
 
 REDACTED = "[redacted]"
@@ -81,7 +83,7 @@ class RequestIds:
     def __init__(self, app: Callable[..., Awaitable[None]]) -> None:
         self.app = app
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket"):
             await self.app(scope, receive, send)
             return
@@ -90,7 +92,7 @@ class RequestIds:
         token = REQUEST_ID.set(request_id)
         scope["request_id"] = request_id  # for the error page the server's middleware writes
 
-        async def send_with_id(message: dict) -> None:
+        async def send_with_id(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
                 message = {**message, "headers": headers}

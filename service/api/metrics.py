@@ -102,7 +102,7 @@ class Metrics:
         """Read the running service's gauges from `state` at each scrape, and collect the export
         jobs its manager ends."""
         for name in ("closed", "open", "half-open"):
-            self.breaker.labels(name).set_function(lambda name=name: _breaker_state(state) == name)
+            self.breaker.labels(name).set_function(_breaker_in(state, name))
         self.frames_waiting.set_function(
             lambda: state.preview.frames_waiting() if state.preview else 0
         )
@@ -140,6 +140,10 @@ class Metrics:
 def _breaker_state(state: ServiceState) -> str:
     breaker = getattr(state.cache, "breaker", None)  # only a store across the network has one
     return breaker.state if breaker is not None else "closed"
+
+
+def _breaker_in(state: ServiceState, name: str) -> Callable[[], bool]:
+    return lambda: _breaker_state(state) == name
 
 
 def _active_jobs(state: ServiceState) -> float:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
@@ -26,7 +26,7 @@ UNSAFE_NAME = re.compile(r"[^A-Za-z0-9_.-]+")
 UPLOAD_NAME = "upload"
 
 
-def upload_body(params: type[FoleyParams]) -> dict:
+def upload_body(params: type[FoleyParams]) -> dict[str, Any]:
     """The OpenAPI request body of an upload route: its `file`, and the parameters `params`
     takes, which may come as form fields as well as query parameters (a form field overrides
     the query parameter of its name). The body is streamed by hand (service.api.uploads), so
@@ -55,7 +55,7 @@ def upload_body(params: type[FoleyParams]) -> dict:
     }
 
 
-def _form_fields(params: type[FoleyParams]) -> dict[str, dict]:
+def _form_fields(params: type[FoleyParams]) -> dict[str, dict[str, Any]]:
     """The parameters' schemas as form fields: a field holds text, so an option left to its
     default is a field not sent, never a null."""
     fields = {}

@@ -249,7 +249,11 @@ def _size(item: Output) -> int:
 def _deliverer(outbox: Outbox) -> Callable[[Output], None]:
     """The worker thread's callback: post to the event loop, never block the worker."""
     loop = asyncio.get_running_loop()
-    return lambda item: loop.call_soon_threadsafe(outbox.put, item)
+
+    def deliver(item: Output) -> None:
+        loop.call_soon_threadsafe(outbox.put, item)
+
+    return deliver
 
 
 async def _serve(

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from time import perf_counter
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Depends, Query, Request
@@ -49,10 +49,11 @@ from service.api.schemas import (
     Ready,
     TierInfo,
 )
-from service.api.state import Engine, ServiceState, get_state
+from service.api.state import ServiceState, get_state
 from service.api.uploads import Upload, receive_upload
 from service.cache import Cache
 from service.markers import markers_document, render_markers
+from service.pipeline.loading import Engine
 from service.pipeline.tiers import listed_tiers
 from service.pipeline.types import RenderOptions, RenderResult
 
@@ -72,7 +73,7 @@ _ERRORS = {
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
 _ERROR_401 = {"model": ErrorResponse, "description": _ERRORS[401]}
 _ERROR_503 = {"model": ErrorResponse, "description": "The model is not loaded yet"}
-_FOLEY_RESPONSES: dict[int | str, dict] = {
+_FOLEY_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {
         "description": "The rendered file (Server-Timing: per-stage milliseconds; "
         "X-Foley-Cache: hit or miss; X-Foley-Gain-dB: the loudness gain applied, absent with "
@@ -146,7 +147,7 @@ async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
 )
 async def foley(
     request: Request, state: State, tenant: Tenant, query: Annotated[FoleyParams, Query()]
-):
+) -> Response:
     """Upload a video (multipart field `file`); get its Foley track, or the video with it.
 
     `format` and `sample_rate` may come as query parameters or as form fields. The same file
@@ -189,7 +190,7 @@ async def foley(
                 request, state, engine, upload.path, workdir, options
             )
         state.metrics.rendered(result)
-        answer = (result.format, result.output)
+        answer: tuple[str, Path] = (result.format, result.output)
         if markers is not None:
             answer = (markers, _markers_file(result, upload, workdir, markers))
     except BaseException:
@@ -337,7 +338,9 @@ async def _render(
         tasks.start_soon(_watch_disconnect, request, gone)
         tasks.start_soon(render)
     if "error" in outcome:
-        raise outcome["error"]
+        error = outcome["error"]
+        assert isinstance(error, Exception)
+        raise error
     result = outcome["result"]
     assert isinstance(result, RenderResult)
     return result, started_at[0] - waiting_since, perf_counter() - started_at[0]
@@ -396,7 +399,7 @@ class TempFileResponse(_RemovesWorkdir, FileResponse):
         workdir: Path,
         *,
         after_send: Callable[[], object] | None = None,
-        **kwargs,
+        **kwargs: Any,
     ) -> None:
         super().__init__(path, background=self._cleanup(workdir, after_send), **kwargs)
         self.workdir = workdir
@@ -405,6 +408,6 @@ class TempFileResponse(_RemovesWorkdir, FileResponse):
 class TempBytesResponse(_RemovesWorkdir):
     """Bytes in memory (a cached result), for a request that still has a work dir (its upload)."""
 
-    def __init__(self, body: bytes | memoryview, workdir: Path, **kwargs) -> None:
+    def __init__(self, body: bytes | memoryview, workdir: Path, **kwargs: Any) -> None:
         super().__init__(body, background=self._cleanup(workdir, None), **kwargs)
         self.workdir = workdir

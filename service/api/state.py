@@ -113,4 +113,5 @@ class ServiceState:
 
 
 def get_state(request: Request) -> ServiceState:
-    return request.app.state.foley
+    state: ServiceState = request.app.state.foley  # set by service.api.app
+    return state

@@ -20,6 +20,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 from python_multipart.exceptions import MultipartParseError
@@ -36,6 +37,9 @@ from service.api.errors import (
 )
 from service.api.schemas import FoleyParams
 from service.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from python_multipart.multipart import MultipartCallbacks  # defined for type checkers only
 
 FILE_FIELD = "file"
 PARAM_FIELDS = frozenset(FoleyParams.model_fields)
@@ -164,7 +168,7 @@ class _Parts:
     _is_file: bool = False
     _value: bytearray = field(default_factory=bytearray)
 
-    def callbacks(self) -> dict:
+    def callbacks(self) -> MultipartCallbacks:
         return {
             "on_part_begin": self._part_begin,
             "on_header_field": self._header_field,

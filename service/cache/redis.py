@@ -26,7 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -77,7 +77,8 @@ class RedisCache:
         return self.breaker.closed
 
     def get(self, key: str) -> bytes | None:
-        return self._call("GET", self.client.get, self.prefix + key)
+        # Bytes, not str: the client is made without decode_responses.
+        return cast("bytes | None", self._call("GET", self.client.get, self.prefix + key))
 
     def set(self, key: str, value: bytes, ttl_s: float | None = None) -> None:
         if len(value) > self.max_item_bytes:
@@ -89,7 +90,10 @@ class RedisCache:
     def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:
             return []
-        answer = self._call("MGET", self.client.mget, [self.prefix + key for key in keys])
+        answer = cast(
+            "list[bytes | None] | None",  # bytes: the client is made without decode_responses
+            self._call("MGET", self.client.mget, [self.prefix + key for key in keys]),
+        )
         return list(answer) if answer is not None else [None] * len(keys)
 
     def set_many(self, items: Sequence[tuple[str, bytes]], ttl_s: float | None = None) -> None:
@@ -111,7 +115,7 @@ class RedisCache:
         """Close the pooled connections (at shutdown)."""
         self.client.close()
 
-    def _call(self, command: str, call: Callable[..., T], *args, **kwargs) -> T | None:
+    def _call(self, command: str, call: Callable[..., T], *args: Any, **kwargs: Any) -> T | None:
         if not self.breaker.allow():
             with self._lock:
                 self.skipped += 1

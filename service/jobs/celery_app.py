@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+from typing import TYPE_CHECKING, Any
 
 from celery import Celery, Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
@@ -30,6 +31,9 @@ from service.jobs.runner import JobContext, TransientJobError, fail, give_up, ru
 from service.jobs.storage import JobStorage, storage_root
 from service.jobs.store import RedisJobStore
 from service.pipeline.loading import Engines
+
+if TYPE_CHECKING:
+    from billiard.einfo import ExceptionInfo
 
 log = logging.getLogger(__name__)
 EXPORT_TASK = "foley.export"
@@ -97,13 +101,20 @@ def _load_engines(**_: object) -> None:
     # cannot pass on: the same key as the stdlib's type.
     config = multiprocessing.current_process()._config  # type: ignore[attr-defined]
     config["daemon"] = False
-    config["authkey"] = multiprocessing.process.AuthenticationString(bytes(config["authkey"]))
+    config["authkey"] = multiprocessing.process.AuthenticationString(bytes(config["authkey"]))  # type: ignore[attr-defined]
     ctx = context()
     ctx.engine_for(None)
 
 
-class ExportTask(Task):
-    def on_failure(self, exc, task_id, args, kwargs, einfo) -> None:
+class ExportTask(Task[[str], None]):  # export(job_id)
+    def on_failure(
+        self,
+        exc: Exception,
+        task_id: str,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        einfo: ExceptionInfo,
+    ) -> None:
         # Celery's hard limit kills the child; this runs in the worker's main process.
         if isinstance(exc, TimeLimitExceeded) and args:
             limit = f"{self.app.conf.task_time_limit:.0f} s"
@@ -111,7 +122,7 @@ class ExportTask(Task):
             fail(context(), args[0], error)
 
 
-def export(task: Task, job_id: str) -> None:
+def export(task: Task[[str], None], job_id: str) -> None:
     ctx = context()
     try:
         run_job(ctx, job_id)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, ParamSpec, Protocol, TypeVar
+from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
 
 import redis
 
@@ -198,7 +198,7 @@ class JobManager:
     def healthy(self) -> bool:
         return self.store.healthy()
 
-    def _end(self, job_id: str, state: str, **kwargs) -> JobRecord | None:
+    def _end(self, job_id: str, state: str, **kwargs: Any) -> JobRecord | None:
         ttl_s = self.settings.export_result_ttl_s
         return end_job(
             self.store, self.storage, ttl_s, job_id, state, metrics=self.metrics, **kwargs

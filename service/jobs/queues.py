@@ -39,8 +39,8 @@ def create_job_manager(
     `cache`, the process's one store), Celery with one."""
     if settings.broker_url is not None:
         storage = JobStorage(storage_root(settings))
-        store = RedisJobStore.from_url(settings.broker_url)
-        return JobManager(settings, store, storage, CeleryQueue(settings))
+        records = RedisJobStore.from_url(settings.broker_url)
+        return JobManager(settings, records, storage, CeleryQueue(settings))
     from service.jobs.local import LocalQueue
     from service.jobs.runner import JobContext
 

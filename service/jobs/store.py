@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, is_dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import redis
 from redis.backoff import NoBackoff
@@ -309,7 +309,8 @@ class RedisJobStore:
         return existing
 
     def get(self, job_id: str) -> JobRecord | None:
-        raw = self.client.hgetall(self._key(job_id))
+        # Bytes, not str: the clients are made without decode_responses.
+        raw = cast("dict[bytes, bytes]", self.client.hgetall(self._key(job_id)))
         return _record(raw) if raw else None
 
     def transition(
@@ -344,7 +345,8 @@ class RedisJobStore:
         return _record(dict(zip(raw[::2], raw[1::2], strict=True)))
 
     def active_ids(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(self._active))
+        members = cast("set[bytes]", self.client.smembers(self._active))  # bytes, as in `get`
+        return sorted(m.decode() for m in members)
 
     def active_count(self, tenant: str | None = None) -> int:
         return int(

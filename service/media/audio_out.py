@@ -22,7 +22,7 @@ import av
 import numpy as np
 
 AudioFormat = Literal["wav", "flac"]
-_CODECS: dict[str, str] = {"wav": "pcm_s16le", "flac": "flac"}
+_CODECS: dict[str, Literal["pcm_s16le", "flac"]] = {"wav": "pcm_s16le", "flac": "flac"}
 
 
 def mono_frame(samples: np.ndarray, fmt: str, rate: int, pts: int) -> av.AudioFrame:
@@ -72,13 +72,19 @@ class Sink(Protocol):
     (service.media.mux.FoleyMuxer), or a LevelledSink in front of either. `notes`: what it had
     to repair in the input to write it, known once closed."""
 
-    notes: tuple[str, ...]
+    @property
+    def notes(self) -> tuple[str, ...]: ...
 
     def write(self, samples: np.ndarray) -> None: ...
 
     def __enter__(self) -> Sink: ...
 
-    def __exit__(self, *exc_info: object) -> None: ...
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
 
 
 class AudioWriter:

@@ -33,6 +33,7 @@ from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import numpy as np
 
@@ -191,10 +192,10 @@ class DecodeStream:
             raise AssertionError(f"expected the video info first, got {message[0]!r}")
         self.info = message[1]
 
-    def _receive(self) -> tuple:
+    def _receive(self) -> tuple[Any, ...]:
         self._wait()
         try:
-            message = self._conn.recv()
+            message: tuple[Any, ...] = self._conn.recv()  # service.media.worker sends tuples
         except (EOFError, OSError):
             raise self._died() from None
         if message[0] == "error":

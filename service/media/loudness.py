@@ -109,7 +109,7 @@ class _Filters:
         return self._drain()
 
     def _drain(self) -> list[np.ndarray]:
-        out = []
+        out: list[np.ndarray] = []
         while True:
             try:
                 frame = self.graph.pull()

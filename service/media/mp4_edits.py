@@ -62,7 +62,7 @@ def _box(kind: bytes, payload: bytes) -> bytes:
 def _timescale(data: bytearray, box: _Box) -> int:
     """Timescale of an mvhd or mdhd box."""
     version = data[box.payload]
-    return struct.unpack_from(">I", data, box.payload + (20 if version == 1 else 12))[0]
+    return int(struct.unpack_from(">I", data, box.payload + (20 if version == 1 else 12))[0])
 
 
 def _set_duration(
@@ -76,8 +76,8 @@ def _set_duration(
 
 def _duration(data: bytearray, box: _Box, offset_v0: int, offset_v1: int) -> int:
     if data[box.payload] == 1:
-        return struct.unpack_from(">Q", data, box.payload + offset_v1)[0]
-    return struct.unpack_from(">I", data, box.payload + offset_v0)[0]
+        return int(struct.unpack_from(">Q", data, box.payload + offset_v1)[0])
+    return int(struct.unpack_from(">I", data, box.payload + offset_v0)[0])
 
 
 def set_track_edit(

@@ -31,11 +31,12 @@ from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
 from types import TracebackType
-from typing import Literal
+from typing import Literal, cast
 
 import av
 import numpy as np
 from av.audio.stream import AudioStream
+from av.video.codeccontext import VideoCodecContext
 
 from service.errors import MediaError
 from service.media.audio_out import ExactResampler, mono_frame
@@ -118,7 +119,7 @@ class FoleyMuxer:
         _start(self._out, copied, self._container)
         self._packets = (p for p in src.demux(*copied) if p.size)  # no flush packets
         self._strict = not self._out.format.flags & _AVFMT_TS_NONSTRICT
-        self._next_packet: av.Packet | None = None
+        self._next_packet: av.Packet[av.stream.Stream] | None = None
 
     def __enter__(self) -> FoleyMuxer:
         return self
@@ -189,6 +190,7 @@ class FoleyMuxer:
             frame = mono_frame(samples, "fltp", self._rate, self._start + self._samples)
             self._samples += len(samples)
         for packet in self._track.encode(frame):
+            assert packet.pts is not None  # the encoder stamps each packet it makes
             if self._priming is None:  # the encoder's delay: its first packet starts early
                 self._priming = self._start - packet.pts
             self._copy_until(packet.pts * Fraction(1, self._rate))
@@ -216,7 +218,11 @@ class FoleyMuxer:
 
 
 def _fix_timestamps(
-    packet: av.Packet, last: dict[int, tuple[int, Fraction]], *, strict: bool, start_s: float
+    packet: av.Packet[av.stream.Stream],
+    last: dict[int, tuple[int, Fraction]],
+    *,
+    strict: bool,
+    start_s: float,
 ) -> str | None:
     """Make `packet`'s timestamps ones the muxer takes, as FFmpeg's command line does
     (fftools/ffmpeg_mux.c, and `-fflags +genpts`): a packet without any is "filled" one frame
@@ -252,7 +258,7 @@ def _fix_timestamps(
     return done
 
 
-def _step_s(packet: av.Packet) -> Fraction:
+def _step_s(packet: av.Packet[av.stream.Stream]) -> Fraction:
     """A packet's duration: a video frame at the stream's rate (stored durations are rounded
     to the time base: a millisecond each in Matroska), else as stored."""
     rate = getattr(packet.stream, "average_rate", None)
@@ -291,7 +297,8 @@ def _copy_streams(
         if stream.type == "video" and stream.average_rate:
             # The template copies the codec's frame rate, which some files store wrongly
             # (30000 for 29.97): keep the rate the input stream really has.
-            copy.codec_context.framerate = stream.average_rate
+            video = cast(VideoCodecContext, copy.codec_context)  # a video stream's copy
+            video.framerate = stream.average_rate
         copies[stream.index] = copy
     return copies
 

@@ -61,15 +61,16 @@ def run(conn: Connection, job: DecodeJob) -> None:
         with open_input(Path(job.path), max_pixels=job.limits.max_pixels) as container:
             stream, info = inspect(container, job.limits)
             conn.send(("info", info))
-            end_s, frames, notes = math.nan, 0, []
+            end_s, frames = math.nan, 0
+            notes: list[str] = []
             if job.decode_frames:
                 end_s, frames, notes = _decode(container, stream, info, job, conn)
             conn.send(("end", end_s, frames, notes))
     except FoleyError as exc:
         _send_quietly(conn, ("error", type(exc).__name__, exc.code, exc.reason))
     except MemoryError:  # FFmpeg's ENOMEM (av.error.MemoryError) among them
-        limit = job.limits.memory_bytes / 2**20
-        reason = f"Decoding this video needs more than the decoder's {limit:.0f} MiB of memory."
+        mib = job.limits.memory_bytes / 2**20
+        reason = f"Decoding this video needs more than the decoder's {mib:.0f} MiB of memory."
         _send_quietly(conn, ("error", "LimitExceeded", "decoder_memory", reason))
     except av.FFmpegError as exc:
         reason = f"The video data is corrupt or a frame exceeds the size limit ({exc.strerror})."
@@ -141,7 +142,8 @@ def _decode(
         pts[k] = t
         k += 1
         last = t
-        end_s = t + (float(frame.duration * frame.time_base) if frame.duration else step)
+        duration, time_base = frame.duration, frame.time_base
+        end_s = t + (float(duration * time_base) if duration and time_base is not None else step)
         if k == job.batch_size:
             _send_batch(conn, pts, rgb, k)
             k = 0
@@ -175,7 +177,9 @@ class _Damage:
                 return
             yield from self._decoded(packet, stream)
 
-    def _decoded(self, packet: av.Packet | None, stream: VideoStream) -> list[av.VideoFrame]:
+    def _decoded(
+        self, packet: av.Packet[VideoStream] | None, stream: VideoStream
+    ) -> list[av.VideoFrame]:
         self.packets += 1
         try:
             return list(packet.decode() if packet is not None else stream.decode(None))
@@ -207,9 +211,9 @@ class _Damage:
 
 def _send_batch(conn: Connection, pts: np.ndarray, rgb: np.ndarray, n: int) -> None:
     conn.send(("batch", pts[:n].copy()))
-    conn.send_bytes(rgb[:n].reshape(-1))
+    conn.send_bytes(rgb[:n].reshape(-1).data)  # its buffer: a view, no copy
 
 
-def _send_quietly(conn: Connection, message: tuple) -> None:
+def _send_quietly(conn: Connection, message: tuple[object, ...]) -> None:
     with contextlib.suppress(OSError):  # the parent is gone; it reports its own error
         conn.send(message)

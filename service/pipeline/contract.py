@@ -34,6 +34,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,17 @@ class StageSpec:
     def graph_inputs(self) -> set[str]:
         """The graph's input names: the stage's inputs and `state_<name>` per state tensor."""
         return set(self.inputs) | {f"state_{name}" for name in self.state}
+
+
+class StagedTier(Protocol):
+    """What a backend reads of a tier, whatever its kind: its name, folder and stages."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def stages(self) -> tuple[StageSpec, ...]: ...
 
 
 @dataclass(frozen=True)
@@ -115,7 +127,7 @@ class TierConfig:
         return round(duration_s * self.sample_rate)
 
 
-def _stage(name: str, raw: dict) -> StageSpec:
+def _stage(name: str, raw: dict[str, Any]) -> StageSpec:
     return StageSpec(
         name=name,
         file=raw["file"],
@@ -130,7 +142,7 @@ def _stage(name: str, raw: dict) -> StageSpec:
 STAGE_NAMES = ("encoder", "generator", "vocoder")
 
 
-def stateless_stage(name: str, raw: dict) -> StageSpec:
+def stateless_stage(name: str, raw: dict[str, Any]) -> StageSpec:
     """A stage of an event tier's config.json: one graph, no carried state, no context."""
     return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
 

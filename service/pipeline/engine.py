@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -157,7 +158,7 @@ class FoleyEngine:
             warnings=notes,
         )
 
-    def _runner(self, timer: StageTimer) -> Runner:
+    def _runner(self, timer: StageTimer) -> Runner[Any]:
         return create_runner(
             self.tier,
             self.backend,
@@ -176,17 +177,18 @@ class FoleyEngine:
     def _open_sink(
         self, input_path: Path, output_path: Path, options: RenderOptions, start_s: float
     ) -> Sink:
-        if options.format in AUDIO_FORMATS:
+        fmt = options.format
+        if fmt == "wav" or fmt == "flac":  # AUDIO_FORMATS, spelled out so that `fmt` narrows
             return AudioWriter(
                 output_path,
-                options.format,
+                fmt,
                 in_rate=self.tier.sample_rate,
                 out_rate=options.sample_rate,
             )
         return FoleyMuxer(
             input_path,
             output_path,
-            container=options.format,
+            container=fmt,
             start_s=start_s,
             in_rate=self.tier.sample_rate,
             out_rate=options.sample_rate,
@@ -198,7 +200,7 @@ class FoleyEngine:
         input_path: Path,
         open_sink: Callable[[float], Sink],
         stage: str,
-        runner: Runner,
+        runner: Runner[Any],
         stream: object,
         timer: StageTimer,
         progress: ProgressFn | None,

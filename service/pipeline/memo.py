@@ -274,7 +274,7 @@ def _close_mel(mel: np.ndarray, stored: np.ndarray, log_floor: float) -> bool:
     loudest band; a quiet window's against 20 dB above the mel's floor instead, not its own
     near-floor peak."""
     amplitude, reference = np.exp(mel / 2), np.exp(stored / 2)
-    scale = max(float(reference.max()), 10 * np.sqrt(log_floor))
+    scale = max(float(reference.max()), 10 * float(np.sqrt(log_floor)))
     return float(np.max(np.abs(amplitude - reference))) <= TEMPLATE_MEL_TOLERANCE * scale
 
 

@@ -103,7 +103,9 @@ class _Out:
     """Model frames being gathered, from index `start`."""
 
     def __init__(self, start: int) -> None:
-        self.start, self.rgb, self.age = start, [], []
+        self.start = start
+        self.rgb: list[np.ndarray] = []
+        self.age: list[float] = []
 
     def add(self, rgb: np.ndarray, age: float) -> None:
         self.rgb.append(rgb)
@@ -132,7 +134,7 @@ def resample_clip(pts_s: np.ndarray, rgb: np.ndarray, *, fps: int, num_frames: i
     """Whole-clip convenience over the streaming resampler (training data, tests)."""
     resampler = FrameResampler(fps)
     parts = [resampler.push(pts_s, rgb), resampler.finish(num_frames)]
-    parts = [p for p in parts if p is not None]
+    found = [p for p in parts if p is not None]
     return ModelFrames(
-        0, np.concatenate([p.rgb for p in parts]), np.concatenate([p.age for p in parts])
+        0, np.concatenate([p.rgb for p in found]), np.concatenate([p.age for p in found])
     )

@@ -18,9 +18,9 @@ next call; `gather` joins them (a live stream's gaps are bounded: protocol.MAX_F
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -55,29 +55,35 @@ class Piece:
 
 NOTHING = Piece(np.zeros(0, np.float32), [])
 Rounds = Iterator[list[Piece]]
+StreamT = TypeVar("StreamT")  # a runner's own kind of stream
 
 
-class Runner(Protocol):
-    tier: Tier
-    reuse: ReuseStats  # what its caches saved, over all its streams
+class Runner(Protocol[StreamT]):
+    @property
+    def tier(self) -> Tier: ...
 
-    def open(self) -> object: ...
+    @property
+    def reuse(self) -> ReuseStats:
+        """What its caches saved, over all its streams."""
+        ...
 
-    def t0(self, stream: object) -> float | None:
+    def open(self) -> StreamT: ...
+
+    def t0(self, stream: StreamT) -> float | None:
         """The stream's first frame's time (None before any)."""
         ...
 
-    def frames(self, stream: object) -> int: ...
+    def frames(self, stream: StreamT) -> int: ...
 
-    def markers(self, stream: object) -> tuple[ContactMarker, ...]:
+    def markers(self, stream: StreamT) -> tuple[ContactMarker, ...]:
         """The stream's contacts so far, in time order, as a timeline sees them."""
         ...
 
-    def push(self, streams: list[object], frames: list[tuple[np.ndarray, np.ndarray]]) -> Rounds:
+    def push(self, streams: list[StreamT], frames: list[tuple[np.ndarray, np.ndarray]]) -> Rounds:
         """Each stream's next frames (pts s, rgb at the tier's size; `t0` is known on return)."""
         ...
 
-    def finish(self, streams: list[object], durations_s: list[float]) -> Rounds:
+    def finish(self, streams: list[StreamT], durations_s: list[float]) -> Rounds:
         """Each stream's rest: its track ends `durations_s` after its first frame."""
         ...
 
@@ -89,7 +95,7 @@ def create_runner(
     timer: StageTimer | None = None,
     static_threshold: float = 0.0,
     memo: Memo | None = None,
-) -> Runner:
+) -> Runner[Any]:
     """The runner of `tier`'s kind. `static_threshold` and `memo` are the frame-rate kind's
     caches (service.pipeline.streaming); the other kinds keep none."""
     timer = timer or StageTimer()
@@ -176,12 +182,12 @@ class FrameRateRunner:
     def _rounds(self, streams: list[FrameStream], pieces: list[Iterator[ModelFrames]]) -> Rounds:
         while True:
             model = [next(p, None) for p in pieces]
-            todo = [i for i, m in enumerate(model) if m is not None]
+            todo = [(i, m) for i, m in enumerate(model) if m is not None]
             if not todo:
                 return
-            chunks = self.runner.push([streams[i].stream for i in todo], [model[i] for i in todo])
+            chunks = self.runner.push([streams[i].stream for i, _ in todo], [m for _, m in todo])
             out = [NOTHING] * len(streams)
-            for i, chunk in zip(todo, chunks, strict=True):
+            for (i, _), chunk in zip(todo, chunks, strict=True):
                 out[i] = self._output(streams[i], chunk)
             yield out
 
@@ -213,12 +219,19 @@ class _EventRunner:
     def markers(self, stream: ContactSynth | MotionSynth) -> tuple[ContactMarker, ...]:
         return stream.markers
 
-    def finish(self, streams: list, durations_s: list[float]) -> Rounds:
+    def finish(
+        self, streams: Sequence[ContactSynth | MotionSynth], durations_s: list[float]
+    ) -> Rounds:
         glides = [_glides(s) for s in streams]
         audio = [s.finish(d) for s, d in zip(streams, durations_s, strict=True)]
         return self._rounds(streams, audio, glides)
 
-    def _rounds(self, streams: list, audio: list[Iterator[np.ndarray]], sent: list[int]) -> Rounds:
+    def _rounds(
+        self,
+        streams: Sequence[ContactSynth | MotionSynth],
+        audio: list[Iterator[np.ndarray]],
+        sent: list[int],
+    ) -> Rounds:
         """`sent`: each stream's rolling and sliding markers made before it ran."""
         while True:
             out = []
@@ -254,6 +267,8 @@ class _EventRunner:
 
 
 class ContactRunner(_EventRunner):
+    tier: ContactTier
+
     def __init__(self, tier: ContactTier, backend: Backend, timer: StageTimer) -> None:
         super().__init__(timer)
         self.tier, self.backend = tier, backend
@@ -266,16 +281,18 @@ class ContactRunner(_EventRunner):
     ) -> Rounds:
         """The localiser runs once for every stream's frames of the batch."""
         prepared = [s.prepare(*f) for s, f in zip(streams, frames, strict=True)]
-        ready = [i for i, f in enumerate(prepared) if f is not None]
+        ready = [(i, f) for i, f in enumerate(prepared) if f is not None]
         with self.timer("localiser"):
-            found = locate(self.backend, [prepared[i] for i in ready]) if ready else []
+            found = locate(self.backend, [f for _, f in ready]) if ready else []
         audio: list[Iterator[np.ndarray]] = [iter(())] * len(streams)
-        for i, objects in zip(ready, found, strict=True):
-            audio[i] = streams[i].follow(prepared[i], objects)
+        for (i, f), objects in zip(ready, found, strict=True):
+            audio[i] = streams[i].follow(f, objects)
         return self._rounds(streams, audio, [0] * len(streams))
 
 
 class MotionRunner(_EventRunner):
+    tier: MotionTier
+
     def __init__(self, tier: MotionTier, backend: Backend, timer: StageTimer) -> None:
         super().__init__(timer)
         self.tier, self.backend = tier, backend

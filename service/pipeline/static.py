@@ -99,7 +99,8 @@ def block_motion(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     d = np.maximum(a, b) - np.minimum(a, b)  # |a - b| without widening to int16: 3x faster
     rows = d.reshape(n, hb, BLOCK, wb * BLOCK * c).sum(axis=2, dtype=np.uint16)
     blocks = rows.reshape(n, hb, wb, BLOCK * c).sum(axis=3, dtype=np.uint32)
-    return blocks.max(axis=(1, 2)) / float(BLOCK * BLOCK * c)
+    largest: np.ndarray = blocks.max(axis=(1, 2)) / float(BLOCK * BLOCK * c)
+    return largest
 
 
 def plan(

@@ -158,8 +158,8 @@ class StreamRunner:
             for row, i in enumerate(group):
                 outputs[i] = out["features"][row]
         features = []
-        for stream, f, (plan, keys), out in zip(streams, frames, keyed, outputs, strict=True):
-            feature = static.assemble(plan, out, self.tier.feature_dim)
+        for stream, f, (plan, keys), encoded in zip(streams, frames, keyed, outputs, strict=True):
+            feature = static.assemble(plan, encoded, self.tier.feature_dim)
             static.advance(stream.encoder, f.rgb, plan, feature)
             if self.memo is not None:
                 kept = plan.run[plan.keep].tolist()

@@ -6,6 +6,7 @@ service.pipeline.motion.tier ("motion")."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
@@ -15,24 +16,35 @@ from service.pipeline.motion.tier import MotionTier, load_motion_tier
 
 
 class Tier(Protocol):
-    """The stages, input picture, lookahead and rates of a loaded tier."""
+    """The stages, input picture, lookahead and rates of a loaded tier. Read-only (properties):
+    the tiers are frozen dataclasses."""
 
-    name: str
-    version: str
-    path: Path
-    kind: str
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def path(self) -> Path: ...
+    @property
+    def kind(self) -> str: ...
     # SHA-256 (first 16 hex digits) of config.json and the graphs: what caches key results on,
     # so that retrained weights shipped under an unchanged version never meet old entries.
-    digest: str
-    width: int  # the picture the stages read
-    height: int
-    sample_rate: int  # the audio they make
+    @property
+    def digest(self) -> str: ...
+    @property
+    def width(self) -> int: ...  # the picture the stages read
+    @property
+    def height(self) -> int: ...
+    @property
+    def sample_rate(self) -> int: ...  # the audio they make
     # The live preview's gain (service.media.loudness.LiveLevel), calibrated against offline
     # renders by engines.eval.loudness; 0 until calibrated.
-    live_gain_db: float
+    @property
+    def live_gain_db(self) -> float: ...
     # Each stage's float precision on a GPU (the cuda backend), chosen by measuring its effect on
     # the rendered track (engines.eval.precision); a stage not named runs in fp32.
-    gpu_precision: dict[str, str]
+    @property
+    def gpu_precision(self) -> dict[str, str]: ...
 
     @property
     def stages(self) -> tuple[StageSpec, ...]: ...
@@ -55,7 +67,11 @@ class Tier(Protocol):
     def num_samples(self, duration_s: float) -> int: ...
 
 
-LOADERS = {"frames": load_frames_tier, "contacts": load_contact_tier, "motion": load_motion_tier}
+LOADERS: dict[str, Callable[[Path, str], TierConfig | ContactTier | MotionTier]] = {
+    "frames": load_frames_tier,
+    "contacts": load_contact_tier,
+    "motion": load_motion_tier,
+}
 
 
 def load_tier(models_dir: Path, name: str) -> TierConfig | ContactTier | MotionTier:

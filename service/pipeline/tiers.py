@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Literal
 
 from service.config import Settings
 from service.errors import InvalidInput, echo
@@ -14,10 +15,13 @@ def installed_tiers(settings: Settings) -> list[str]:
     return sorted(p.parent.name for p in settings.models_dir.glob("*/config.json"))
 
 
+TierKind = Literal["frames", "contacts", "motion"]
+
+
 @dataclass(frozen=True)
 class TierListing:
     name: str
-    kind: str  # "frames", "contacts" or "motion"
+    kind: TierKind
     version: str
     size_bytes: int  # its config and graphs on disk
 

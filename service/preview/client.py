@@ -21,10 +21,12 @@ import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
-from websockets.asyncio.client import connect
+from av.video.codeccontext import VideoCodecContext
+from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from service.config import Settings
@@ -49,17 +51,17 @@ class ClientOptions:
 
 @dataclass
 class Report:
-    ready: dict = field(default_factory=dict)
+    ready: dict[str, Any] = field(default_factory=dict)  # the server's JSON messages
     frames_sent: int = 0
     audio: list[p.AudioMessage] = field(default_factory=list)
     onsets: list[float] = field(default_factory=list)
-    server_stats: list[dict] = field(default_factory=list)
+    server_stats: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: list[float] = field(default_factory=list)
     arrivals: list[float] = field(default_factory=list)
     sends: list[float] = field(default_factory=list)
     first_audio_ms: float | None = None
     underruns: int = 0
-    error: dict | None = None
+    error: dict[str, Any] | None = None
     close_code: int | None = None
     progress: asyncio.Event = field(default_factory=asyncio.Event)  # set on every message
     sent_pts: list[float] = field(default_factory=list)  # from the first frame's
@@ -71,7 +73,8 @@ class Report:
             return 0
         last = self.audio[-1]
         end = last.start + len(last.samples)
-        return _frames_up_to(self.ready, self.sent_pts, end) + self.ready["lookahead_frames"]
+        ahead: int = self.ready["lookahead_frames"]
+        return _frames_up_to(self.ready, self.sent_pts, end) + ahead
 
     @property
     def samples(self) -> np.ndarray:
@@ -99,7 +102,7 @@ class Report:
         }
 
 
-def _encode_jpeg(width: int, height: int) -> av.CodecContext:
+def _encode_jpeg(width: int, height: int) -> VideoCodecContext:
     codec = av.CodecContext.create("mjpeg", "w")
     codec.width, codec.height, codec.pix_fmt = width, height, "yuvj420p"
     codec.time_base = Fraction(1, 90000)
@@ -132,7 +135,13 @@ async def stream_file(path: Path, url: str, options: ClientOptions) -> Report:
     return report
 
 
-async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: list) -> None:
+async def _send(
+    ws: ClientConnection,
+    path: Path,
+    options: ClientOptions,
+    report: Report,
+    sent: list[tuple[float, float]],
+) -> None:
     limits = DecodeLimits.from_settings(Settings())
     jpeg = _encode_jpeg(options.width, options.height) if options.jpeg else None
     loop = asyncio.get_running_loop()
@@ -173,20 +182,23 @@ async def _send(ws, path: Path, options: ClientOptions, report: Report, sent: li
     await ws.send(json.dumps({"type": "end"}))
 
 
-def _jpeg_bytes(codec: av.CodecContext, rgb: np.ndarray) -> bytes:
+def _jpeg_bytes(codec: VideoCodecContext, rgb: np.ndarray) -> bytes:
     frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
     return b"".join(bytes(packet) for packet in codec.encode(frame))
 
 
-def _frames_up_to(ready: dict, sent_pts: list[float], end_sample: int) -> int:
+def _frames_up_to(ready: dict[str, Any], sent_pts: list[float], end_sample: int) -> int:
     """Frames whose audio ends by `end_sample`: model frames for a frame-rate tier, else the
     sent frames before that time."""
-    if ready["samples_per_frame"] is not None:
-        return end_sample // ready["samples_per_frame"]
+    per_frame: int | None = ready["samples_per_frame"]
+    if per_frame is not None:
+        return end_sample // per_frame
     return bisect.bisect_left(sent_pts, end_sample / ready["sample_rate"] - 1e-6)
 
 
-async def _receive(ws, report: Report, sent: list, options: ClientOptions) -> None:
+async def _receive(
+    ws: ClientConnection, report: Report, sent: list[tuple[float, float]], options: ClientOptions
+) -> None:
     ready = report.ready
     rate, fps = ready["sample_rate"], ready["model_fps"]
     spf, ahead = ready["samples_per_frame"], ready["lookahead_frames"]

@@ -1,6 +1,6 @@
 """End to end with the shipped model: real clips in, decodable audio out, hostile uploads refused.
 
-These need `service.pipeline.engine` and the trained tier under `engines/artifacts/`.
+These need `service.pipeline.engine` and the trained tier under `service/models/`.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from service.errors import BackendUnavailable
-from service.pipeline.contract import TierConfig
+from service.pipeline.contract import StagedTier
 
 BackendName = Literal["cpu", "cuda", "tensorrt", "auto"]
 FASTEST_FIRST = ("tensorrt", "cuda", "cpu")
@@ -38,7 +38,7 @@ class BackendInfo:
 
 class Backend(Protocol):
     name: str
-    tier: TierConfig
+    tier: StagedTier
 
     def run(self, stage: str, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
@@ -46,7 +46,7 @@ class Backend(Protocol):
 
 
 def create_backend(
-    name: str, tier: TierConfig, *, threads: int = 0, engine_cache_dir: Path | None = None
+    name: str, tier: StagedTier, *, threads: int = 0, engine_cache_dir: Path | None = None
 ) -> Backend:
     """Build the named backend (`auto`: the fastest present). `threads`: the cpu backend's;
     `engine_cache_dir`: where the tensorrt backend keeps its engines."""

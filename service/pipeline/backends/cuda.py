@@ -32,7 +32,7 @@ import numpy as np
 
 from service.errors import DeviceOutOfMemory
 from service.pipeline.backends.base import BackendInfo, backend_present, require
-from service.pipeline.contract import TierConfig
+from service.pipeline.contract import StagedTier
 
 try:
     import torch
@@ -43,6 +43,8 @@ log = logging.getLogger(__name__)
 PRECISIONS = ("fp32", "fp16", "bf16")
 GRAPH_AFTER_CALLS = 2  # a shape seen this often is the live path's: worth a graph
 MAX_GRAPHS = 32
+# A call's shape: the stage, then (name, shape, dtype) of each input, sorted by name.
+_ShapeKey = tuple[object, ...]
 
 
 @dataclass
@@ -59,7 +61,7 @@ class CudaBackend:
 
     def __init__(
         self,
-        tier: TierConfig,
+        tier: StagedTier,
         *,
         device: str = "cuda",
         precision: dict[str, str] | None = None,
@@ -97,8 +99,8 @@ class CudaBackend:
         self._streams = (
             {s.name: torch.cuda.Stream(self.device) for s in tier.stages} if (self.on_gpu) else {}
         )
-        self._seen: Counter[tuple] = Counter()
-        self._captured: dict[tuple, _Captured | None] = {}  # None: capture failed, run eagerly
+        self._seen: Counter[_ShapeKey] = Counter()
+        self._captured: dict[_ShapeKey, _Captured | None] = {}  # None: capture failed, run eagerly
 
     def info(self) -> BackendInfo:
         if self.on_gpu:

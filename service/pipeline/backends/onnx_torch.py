@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import onnx
 import torch
@@ -28,7 +28,7 @@ from onnx import numpy_helper
 
 Tensor = torch.Tensor
 _INT64_MAX = 2**63 - 1
-_DTYPES = {
+_DTYPES: dict[int, torch.dtype] = {
     onnx.TensorProto.FLOAT: torch.float32,
     onnx.TensorProto.FLOAT16: torch.float16,
     onnx.TensorProto.BFLOAT16: torch.bfloat16,
@@ -92,7 +92,11 @@ class OnnxGraph:
         on_device = any(t is not None and t.device != torch.device("cpu") for t in tensors)
         return self.device if on_device else torch.device("cpu")
 
-    def together(self, *tensors: Tensor | None) -> list[Tensor | None]:
+    @overload
+    def together(self, *tensors: Tensor) -> list[Tensor]: ...
+    @overload
+    def together(self, *tensors: Tensor | None) -> list[Tensor | None]: ...
+    def together(self, *tensors: Tensor | None) -> list[Tensor] | list[Tensor | None]:
         where = self.device_of(*tensors)
         return [None if t is None else self.to(t, where) for t in tensors]
 
@@ -290,8 +294,9 @@ def _clip(
     low: Tensor | None = None,
     high: Tensor | None = None,
 ) -> list[Tensor]:
-    x, low, high = g.together(x, low, high)
-    return [torch.clamp(x, min=low, max=high)]
+    placed, low, high = g.together(x, low, high)
+    assert placed is not None  # `together` gives None only for a None
+    return [torch.clamp(placed, min=low, max=high)]
 
 
 def _cast(g: OnnxGraph, attrs: dict[str, Any], x: Tensor) -> list[Tensor]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from service.pipeline.backends.base import BackendInfo
-from service.pipeline.contract import TierConfig
+from service.pipeline.contract import StagedTier
 
 try:
     import onnxruntime as ort
@@ -21,7 +21,7 @@ except ImportError as exc:  # pragma: no cover - the dependency is mandatory
 class OnnxRuntimeBackend:
     name = "cpu"
 
-    def __init__(self, tier: TierConfig, *, threads: int = 0) -> None:
+    def __init__(self, tier: StagedTier, *, threads: int = 0) -> None:
         self.tier = tier
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads

@@ -34,7 +34,7 @@ import numpy as np
 
 from service.pipeline.backends.base import BackendInfo, backend_present, require
 from service.pipeline.backends.cuda import copy_back, device_memory_errors, to_device
-from service.pipeline.contract import StageSpec, TierConfig
+from service.pipeline.contract import StagedTier, StageSpec
 
 log = logging.getLogger(__name__)
 MAX_BATCH, MAX_FRAMES, MAX_OBJECTS = 64, 256, 1024
@@ -116,7 +116,7 @@ def build_engine(trt: ModuleType, graph: Path, profile: Profile, *, fp16: bool =
 def cached_engine(
     trt: ModuleType,
     cache_dir: Path,
-    tier: TierConfig,
+    tier: StagedTier,
     stage: StageSpec,
     gpu: str,
 ) -> tuple[bytes, bool]:
@@ -139,7 +139,7 @@ def cached_engine(
 class TensorRTBackend:
     name = "tensorrt"
 
-    def __init__(self, tier: TierConfig, *, cache_dir: Path | None = None) -> None:
+    def __init__(self, tier: StagedTier, *, cache_dir: Path | None = None) -> None:
         require("tensorrt", importlib.util.find_spec("tensorrt") is not None,
                 "the tensorrt package is not installed (NVIDIA's wheel for this CUDA)")  # fmt: skip
         require("tensorrt", backend_present("cuda"), "torch finds no CUDA device")

@@ -34,7 +34,7 @@ def histogram(rgb: np.ndarray) -> np.ndarray:
     q = rgb >> SHIFT  # in uint8 throughout: this runs on every live frame
     index = (q[..., 0] << (2 * BITS)) | (q[..., 1] << BITS) | q[..., 2]
     counts = np.bincount(index.reshape(-1), minlength=BINS**3).astype(np.float64)
-    return counts / counts.sum()
+    return counts / float(counts.sum())
 
 
 def thumbnail(rgb: np.ndarray) -> np.ndarray:
@@ -42,8 +42,9 @@ def thumbnail(rgb: np.ndarray) -> np.ndarray:
     h, w, _ = rgb.shape
     (n, m), area = THUMBNAIL, 3 * 255.0
     if h % n == 0 and w % m == 0:  # the tiers' pictures: whole blocks, one reshape
-        blocks = rgb.reshape(n, h // n, m, w // m, 3).sum(axis=(1, 3, 4), dtype=np.int64)
-        return blocks / (area * (h // n) * (w // m))
+        sums = rgb.reshape(n, h // n, m, w // m, 3).sum(axis=(1, 3, 4), dtype=np.int64)
+        means: np.ndarray = sums / (area * (h // n) * (w // m))
+        return means
     grey = rgb.sum(axis=-1, dtype=np.int64)
     rows = np.linspace(0, h, n + 1).astype(int)
     cols = np.linspace(0, w, m + 1).astype(int)

@@ -21,6 +21,7 @@ by engines.tracks and shipped as an ONNX graph in the tier.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,7 +61,8 @@ class HeadConfig:
 
 def slog(x: np.ndarray, scale: float = PX) -> np.ndarray:
     """Signed log: linear below `scale`, logarithmic above."""
-    return np.sign(x) * np.log1p(np.abs(x) / scale)
+    out: np.ndarray = np.sign(x) * np.log1p(np.abs(x) / scale)
+    return out
 
 
 def track_features(
@@ -73,7 +75,7 @@ def track_features(
 
 
 def tracks_features(
-    tracks: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]], config: HeadConfig
+    tracks: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray | None]], config: HeadConfig
 ) -> np.ndarray:
     """`track_features` of several tracks' (times, pixels, rows), one after another, with the
     numpy work done once for all of them (a live stream's tracks at one frame)."""

@@ -75,7 +75,7 @@ def windows(
     valid = inside & np.isfinite(xy).all(axis=-1)
     anchor = pixels[k].astype(np.float64)
     xy = np.where(valid[..., None], xy - anchor[:, None, :], 0.0)
-    valid &= np.isfinite(anchor).all(axis=-1)[:, None]
+    valid &= np.isfinite(anchor).all(axis=-1, keepdims=True)
     xy = np.where(valid[..., None], xy, 0.0)
     return Windows(s, xy, valid, dt, t[k], before, lookahead)
 
@@ -96,11 +96,10 @@ def masked(w: Windows, before: int) -> Windows:
 def stacked(parts: list[Windows]) -> Windows:
     """Windows of the same shape, one after another (K summed)."""
     first = parts[0]
-    return Windows(
-        *(np.concatenate([getattr(p, f) for p in parts]) for f in ("s", "xy", "valid", "dt", "t0")),
-        first.before,
-        first.lookahead,
+    s, xy, valid, dt, t0 = (
+        np.concatenate([getattr(p, f) for p in parts]) for f in ("s", "xy", "valid", "dt", "t0")
     )
+    return Windows(s, xy, valid, dt, t0, first.before, first.lookahead)
 
 
 def narrowed(w: Windows, before: int) -> Windows:

@@ -44,7 +44,8 @@ def bilinear(image: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> np.ndarray:
     a, b = np.take(flat, at, axis=1), np.take(flat, at + 1, axis=1)
     top = a + (b - a) * fx
     a, b = np.take(flat, at + w, axis=1), np.take(flat, at + w + 1, axis=1)
-    return top + (a + (b - a) * fx - top) * fy
+    sampled: np.ndarray = top + (a + (b - a) * fx - top) * fy
+    return sampled
 
 
 def displacements(

@@ -154,7 +154,8 @@ class ModalVoices:
         decays = np.asarray(voice.decays) * scale**RING_SIZE_EXPONENT
         amps = np.asarray(voice.amps) / np.sqrt(1.0 + (freqs * tau) ** 2)
         modes = Modes(freqs, decays, amps, spec.click_level, tau)
-        return level * ring(modes, offset_s, self.sample_rate, spec.max_ring_s, rng)
+        samples: np.ndarray = level * ring(modes, offset_s, self.sample_rate, spec.max_ring_s, rng)
+        return samples
 
 
 @dataclass(frozen=True)
@@ -214,7 +215,8 @@ def _damped_sines(
     # einsum, not BLAS: a threaded BLAS that shares its cores with the stream's other work spends
     # tens of milliseconds waiting on this small a product.
     out = np.einsum("bk,kj->bj", a.real, b.imag) + np.einsum("bk,kj->bj", a.imag, b.real)
-    return out.reshape(-1)[:n]
+    samples: np.ndarray = out.reshape(-1)[:n]
+    return samples
 
 
 def _one_pole(x: np.ndarray, alpha: float) -> np.ndarray:

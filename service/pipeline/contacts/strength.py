@@ -64,8 +64,8 @@ def features(
     fit = fit_split_arcs(narrowed(w, ARC_FRAMES), noise / NOISE_PER_SIGMA).fit
     dt = float(w.dt[0])
     r = max(float(np.median(radius[max(0, k - 4) : k + 2])), 0.5)
-    y = pixels[max(0, k - 3) : k + 2, 1]
-    y = float(np.nanmean(y)) / height if np.isfinite(y).any() else 0.5
+    ys = pixels[max(0, k - 3) : k + 2, 1]
+    y = float(np.nanmean(ys)) / height if np.isfinite(ys).any() else 0.5
     return np.array(
         [
             np.log(max(float(fit.change[0]) / dt, 1.0)),

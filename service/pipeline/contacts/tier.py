@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class ContactTier:
         return round(duration_s * self.sample_rate)
 
 
-def renderer_spec(render: dict) -> RendererSpec:
+def renderer_spec(render: dict[str, Any]) -> RendererSpec:
     """The renderer's part of a tier's config (every tier that renders events has one)."""
     voices = tuple(
         Voice(

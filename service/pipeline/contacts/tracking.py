@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from numpy.typing import NDArray
 
 MAX_MISSED = 2
 MIN_START_SCORE = 0.5  # a new track needs a confident detection; a continuing one less
@@ -53,7 +54,7 @@ class Track:
 
     id: int
     times_s: list[float] = field(default_factory=list)
-    xy: list[np.ndarray] = field(default_factory=list)
+    xy: list[NDArray[np.float64]] = field(default_factory=list)
     radius: list[float] = field(default_factory=list)
     materials: list[np.ndarray] = field(default_factory=list)
     size: list[float] = field(default_factory=list)
@@ -61,7 +62,7 @@ class Track:
     found: int = 0  # frames where it was found, trimmed rows included
     _seen: list[int] = field(default_factory=list)  # rows where it was found
 
-    def predict(self, time_s: float) -> np.ndarray:
+    def predict(self, time_s: float) -> NDArray[np.float64]:
         last = self._seen[-1]
         if len(self._seen) < 2:
             return self.xy[last]
@@ -111,7 +112,12 @@ class Track:
         self.missed += 1
 
     def _append(
-        self, time_s: float, xy: np.ndarray, radius: float, materials: np.ndarray, size: float
+        self,
+        time_s: float,
+        xy: NDArray[np.float64],
+        radius: float,
+        materials: np.ndarray,
+        size: float,
     ) -> None:
         self.times_s.append(time_s)
         self.xy.append(xy)

@@ -173,7 +173,8 @@ class MotionField:
 def measure(pair: Pair) -> Interval:
     """The motion between a pair's frames (the module docstring's maps). Thread-safe."""
     t0, before, t1, after = pair.start_s, pair.before, pair.end_s, pair.after
-    flow = _dis().calc(before, after, None)
+    # None: OpenCV allocates the output (its stubs do not allow for that).
+    flow = _dis().calc(before, after, None)  # type: ignore[call-overload]
     matrix = camera_motion(flow, pair.grid)
     # The error of the raw flow (the camera's motion is part of what it explains): the
     # later frame pulled back along the flow, against the earlier one.
@@ -204,10 +205,12 @@ _local = threading.local()  # DIS keeps working buffers: one instance per thread
 
 
 def _dis() -> cv2.DISOpticalFlow:
-    if not hasattr(_local, "dis"):
-        _local.dis = cv2.DISOpticalFlow_create(PRESET)
-        _local.dis.setFinestScale(FINEST_SCALE)
-    return _local.dis
+    dis: cv2.DISOpticalFlow | None = getattr(_local, "dis", None)
+    if dis is None:
+        dis = cv2.DISOpticalFlow.create(PRESET)
+        dis.setFinestScale(FINEST_SCALE)
+        _local.dis = dis
+    return dis
 
 
 @functools.cache

@@ -162,9 +162,10 @@ class GlideLayer:
                 levels[:, lo:hi] = target[:, None] + (self._eased - target)[:, None] * decay
                 self._eased = levels[:, hi - 1].copy()
         self.taken += n
-        roll, slide = _bands(self.sample_rate)
-        at = (start + np.arange(n)) % NOISE_PERIOD
-        return levels[0] * roll[at] + levels[1] * slide[at]
+        roll_noise, slide_noise = _bands(self.sample_rate)
+        phase = (start + np.arange(n)) % NOISE_PERIOD
+        out: np.ndarray = levels[0] * roll_noise[phase] + levels[1] * slide_noise[phase]
+        return out
 
 
 @functools.cache

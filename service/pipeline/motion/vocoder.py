@@ -48,4 +48,7 @@ class NeuralVoices:
             float(out["click_s"][0]),
         )
         level = max(event.impulse, 0.0) ** self.settings.impulse_exponent
-        return level * ring(modes, offset_s, self.sample_rate, self.settings.max_ring_s, rng)
+        samples: np.ndarray = level * ring(
+            modes, offset_s, self.sample_rate, self.settings.max_ring_s, rng
+        )
+        return samples

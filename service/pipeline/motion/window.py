@@ -17,6 +17,7 @@ Scales put each map near unit range for the head: velocities are picture pixels 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -46,7 +47,7 @@ def stack(interval: Interval) -> np.ndarray:
     ).astype(np.float32)
 
 
-def window(stacks: list[np.ndarray | None], k: int) -> np.ndarray:
+def window(stacks: Sequence[np.ndarray | None], k: int) -> np.ndarray:
     """Interval k's window from `stacks` (None or out of range: nothing seen there)."""
     shape = next(s for s in stacks if s is not None).shape
     parts = []
