@@ -91,7 +91,9 @@ class End(_Message):
     type: Literal["end"]
 
 
-ClientMessage = TypeAdapter(Annotated[SessionConfig | End, Field(discriminator="type")])
+ClientMessage: TypeAdapter[SessionConfig | End] = TypeAdapter(
+    Annotated[SessionConfig | End, Field(discriminator="type")]
+)
 
 
 class Ready(_Message):
