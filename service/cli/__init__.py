@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 from collections.abc import Sequence
 from typing import get_args
 
@@ -84,7 +83,3 @@ def _version() -> str:
         return version("foley")
     except PackageNotFoundError:  # run from a source tree that was never installed
         return "unknown"
-
-
-if __name__ == "__main__":
-    sys.exit(main())
