@@ -21,6 +21,7 @@ from service.api.metrics import Metrics
 from service.api.metrics import install as install_metrics
 from service.api.preview import STATIC
 from service.api.preview import router as preview_router
+from service.api.probes import router as probes_router
 from service.api.routes import router
 from service.api.state import ServiceState
 from service.cache import Cache, create_cache
@@ -60,6 +61,7 @@ def create_app(
     install_metrics(app, metrics)
     app.add_middleware(HeadAsGet)
     app.add_middleware(RequestIds)  # outermost: logs and metrics of the request carry its id
+    app.include_router(probes_router)
     app.include_router(router)
     app.include_router(preview_router)
     app.include_router(exports_router)

@@ -8,6 +8,7 @@ in the embedded pool or on Celery workers. Blocking store calls (Redis) run in w
 
 from __future__ import annotations
 
+import functools
 import re
 import shutil
 from dataclasses import asdict
@@ -16,25 +17,24 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import anyio
-from fastapi import APIRouter, Depends, Header, Query, Request, Response
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import FileResponse
 from pydantic import BaseModel, Field
 
-from service.api.auth import Tenant
+from service.api.deps import State, Tenant, receive
 from service.api.params import UPLOAD_NAME, download_name, merge_params, upload_body
 from service.api.schemas import MEDIA_TYPES, ErrorBody, ErrorResponse, FoleyParams
-from service.api.state import ServiceState, get_state
-from service.api.uploads import receive_upload
+from service.api.state import ServiceState
+from service.api.uploads import Upload
 from service.context import REQUEST_ID
-from service.jobs.manager import JobManager
+from service.jobs.manager import Accepted, JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.markers import MEDIA_TYPES as MARKER_MEDIA_TYPES
 from service.markers import MarkersDocument, render_markers
 from service.pipeline.types import DEFAULT_OPTIONS as DEFAULTS
-from service.pipeline.types import OutputFormat
+from service.pipeline.types import OutputFormat, RenderOptions
 
 router = APIRouter(prefix="/v1/exports", tags=["exports"])
-State = Annotated[ServiceState, Depends(get_state)]
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,255}$")  # printable ASCII, as in the IETF draft
 
 
@@ -46,6 +46,9 @@ class ExportParams(FoleyParams):
     tier: str | None = Field(
         default=DEFAULTS.tier, min_length=1, description="Model tier (default: the export tier)"
     )
+
+
+EXPORT_FIELDS = frozenset(ExportParams.model_fields)
 
 
 class ExportJob(BaseModel):
@@ -123,40 +126,48 @@ async def create_export(
 
     `Idempotency-Key`: a retried request with the same key gets the first request's job.
     """
-    settings = state.settings
     jobs = jobs_of(state)
     state.engines.name(query.tier)  # an unknown tier is refused before the upload is read
     await anyio.to_thread.run_sync(jobs.check_capacity, tenant)
     receiving = jobs.storage.receiving_dir()
     try:
-        with state.uploads.take():
-            upload = await receive_upload(
-                request,
-                receiving / UPLOAD_NAME,
-                max_bytes=settings.max_upload_bytes,
-                fields=frozenset(ExportParams.model_fields),
-                idle_timeout_s=settings.upload_idle_timeout_s,
-                min_bytes_per_s=settings.upload_min_bytes_per_s,
-            )
+        upload = await receive(request, state, receiving / UPLOAD_NAME, EXPORT_FIELDS)
         params = merge_params(query, upload.fields)
         tier = state.engines.name(params.tier)
     except BaseException:
         await anyio.to_thread.run_sync(_remove_tree, receiving)
         raise
+    accepted = await anyio.to_thread.run_sync(
+        functools.partial(
+            submit_export, jobs=jobs, tenant=tenant, upload=upload,
+            options=params.options(tier=tier), idempotency_key=idempotency_key,
+        )
+    )  # fmt: skip
+    response.headers["Location"] = f"/v1/exports/{accepted.record.id}"
+    if not accepted.created:
+        response.headers["Idempotent-Replayed"] = "true"
+    return to_wire(accepted.record)
+
+
+def submit_export(
+    *,
+    jobs: JobManager,
+    tenant: str,
+    upload: Upload,
+    options: RenderOptions,
+    idempotency_key: str | None,
+) -> Accepted:
+    """A job for the uploaded video, queued (or the job its idempotency key already made)."""
     record = JobRecord(
         id=new_job_id(),
         tenant=tenant,
-        options=params.options(tier=tier),
+        options=options,
         filename=upload.filename,
         request_id=REQUEST_ID.get(),
         idempotency_key=idempotency_key,
         upload_sha256=upload.sha256,
     )
-    accepted = await anyio.to_thread.run_sync(jobs.submit, record, upload.path)
-    response.headers["Location"] = f"/v1/exports/{accepted.record.id}"
-    if not accepted.created:
-        response.headers["Idempotent-Replayed"] = "true"
-    return to_wire(accepted.record)
+    return jobs.submit(record, upload.path)
 
 
 @router.get("/{job_id}", responses=_responses(401, 404))

@@ -64,55 +64,72 @@ async def preview_page() -> FileResponse:
 @router.websocket("/v1/preview")
 async def preview(ws: WebSocket) -> None:
     state: ServiceState = ws.app.state.foley
-    metrics = state.metrics
     refusal = _refusal(ws, state)
     if refusal is not None:
-        metrics.preview_sessions.labels("refused_at_handshake").inc()
+        state.metrics.preview_sessions.labels("refused_at_handshake").inc()
         await ws.close(p.CLOSE_POLICY, refusal)  # before accept: the handshake gets HTTP 403
         return
     await ws.accept()
-    session: Session | None = None
-    worker: PreviewWorker | None = None
-    held: str | None = None  # the tenant whose session slot this connection holds
+    held = _Held()
     try:
-        config = await _receive_config(ws, state)
-        keys = state.settings.api_keys
-        if keys and "x-api-key" not in ws.headers and not valid_key(config.api_key or "", keys):
-            raise _Close(
-                "unauthorized",
-                "a valid API key is required (x-api-key header, or api_key in the config)",
-                p.CLOSE_POLICY,
-            )
-        tenant = _tenant(ws, config, keys)
-        try:
-            worker = state.preview_worker()
-        except FoleyError as exc:
-            raise _Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
-        outbox = Outbox(state.settings.preview_send_queue, state.settings.preview_send_queue_bytes)
-        _take_tenant_slot(state, tenant)
-        held = tenant
-        try:
-            session = worker.open(config, _deliverer(outbox))
-        except Full as exc:
-            raise _Close("busy", str(exc), p.CLOSE_BUSY) from None
-        await ws.send_text(_ready(state, worker, session).model_dump_json())
-        metrics.preview_sessions.labels("opened").inc()
-        metrics.preview_open.inc()
-        await _serve(ws, state, worker, session, outbox)
+        outbox = await _open(ws, state, held)
+        assert held.worker is not None and held.session is not None
+        await _serve(ws, state, held.worker, held.session, outbox)
     except _Close as close:
-        if session is None:
-            metrics.preview_sessions.labels(close.problem.code).inc()
+        if held.session is None:
+            state.metrics.preview_sessions.labels(close.problem.code).inc()
         await _close(ws, close)
     except WebSocketDisconnect:
         pass
     except Exception:
-        await _close(ws, _internal(session.id if session else None))
+        await _close(ws, _internal(held.session.id if held.session else None))
     finally:
-        if worker is not None and session is not None:
-            worker.close(session)
-            metrics.preview_open.dec()
-        if held is not None:
-            state.preview_tenants[held] -= 1
+        held.release(state)
+
+
+@dataclasses.dataclass
+class _Held:
+    """What a connection holds until it ends: its tenant's session slot, its worker session."""
+
+    tenant: str | None = None
+    worker: PreviewWorker | None = None
+    session: Session | None = None
+
+    def release(self, state: ServiceState) -> None:
+        if self.worker is not None and self.session is not None:
+            self.worker.close(self.session)
+            state.metrics.preview_open.dec()
+        if self.tenant is not None:
+            state.preview_tenants[self.tenant] -= 1
+
+
+async def _open(ws: WebSocket, state: ServiceState, held: _Held) -> Outbox:
+    """The session: its config read and checked, its tenant's slot taken, the worker's session
+    opened and `ready` sent; what it takes is in `held` as soon as it is taken."""
+    config = await _receive_config(ws, state)
+    keys = state.settings.api_keys
+    if keys and "x-api-key" not in ws.headers and not valid_key(config.api_key or "", keys):
+        raise _Close(
+            "unauthorized",
+            "a valid API key is required (x-api-key header, or api_key in the config)",
+            p.CLOSE_POLICY,
+        )
+    tenant = _tenant(ws, config, keys)
+    try:
+        worker = state.preview_worker()
+    except FoleyError as exc:
+        raise _Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
+    outbox = Outbox(state.settings.preview_send_queue, state.settings.preview_send_queue_bytes)
+    _take_tenant_slot(state, tenant)
+    held.tenant, held.worker = tenant, worker
+    try:
+        held.session = worker.open(config, _deliverer(outbox))
+    except Full as exc:
+        raise _Close("busy", str(exc), p.CLOSE_BUSY) from None
+    await ws.send_text(_ready(state, worker, held.session).model_dump_json())
+    state.metrics.preview_sessions.labels("opened").inc()
+    state.metrics.preview_open.inc()
+    return outbox
 
 
 def _internal(session: str | None) -> _Close:

@@ -1,4 +1,4 @@
-"""Routes: health probes and `POST /v1/foley` (upload a video, get the rendered file back).
+"""Routes: `GET /v1/tiers` and `POST /v1/foley` (upload a video, get the rendered file back).
 
 Each request owns a fresh directory under `settings.work_dir` holding the upload and the render;
 it is removed after the response is sent, and on every error path.
@@ -24,13 +24,13 @@ from time import perf_counter
 from typing import Annotated, Any
 
 import anyio
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import FileResponse, Response
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
 from service.api import results
-from service.api.auth import Tenant
+from service.api.deps import ReadyEngine, State, Tenant, receive
 from service.api.errors import ClientDisconnected
 from service.api.params import (
     UNSAFE_NAME,
@@ -42,15 +42,12 @@ from service.api.params import (
 from service.api.schemas import (
     MARKER_ANSWERS,
     MEDIA_TYPES,
-    BackendStatus,
     ErrorResponse,
     FoleyParams,
-    Health,
-    Ready,
     TierInfo,
 )
-from service.api.state import ServiceState, get_state
-from service.api.uploads import Upload, receive_upload
+from service.api.state import ServiceState
+from service.api.uploads import PARAM_FIELDS, Upload
 from service.cache import Cache
 from service.markers import markers_document, render_markers
 from service.pipeline.loading import Engine
@@ -59,7 +56,6 @@ from service.pipeline.types import RenderOptions, RenderResult
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
-State = Annotated[ServiceState, Depends(get_state)]
 
 _ERRORS = {
     400: "Malformed multipart body",
@@ -91,36 +87,6 @@ _FOLEY_RESPONSES: dict[int | str, dict[str, Any]] = {
 _UPLOAD_BODY = upload_body(FoleyParams)
 
 
-@router.get("/healthz", responses={503: {"model": ErrorResponse}})
-async def healthz(state: State) -> Health:
-    """Liveness: 200 while the process serves, 503 if the model failed to load."""
-    state.check_alive()
-    return Health()
-
-
-@router.get("/readyz", responses={503: {"model": ErrorResponse}}, response_model_exclude_none=True)
-async def readyz(state: State) -> Ready:
-    """Readiness: 503 until the model is loaded and warmed up. Then 200, with status `degraded`
-    while the cache (renders go on without it) or the export queue's store (exports are refused,
-    renders go on) is not answering."""
-    engine = state.ready_engine()
-    down = {}
-    if not state.cache.healthy:
-        down["cache"] = "unavailable"
-    if state.jobs is not None and not await anyio.to_thread.run_sync(state.jobs.healthy):
-        down["jobs"] = "unavailable"
-    backend = BackendStatus(**dataclasses.asdict(engine.backend.info()))
-    ready = Ready(tier=engine.tier.name, model_version=engine.tier.version, backend=backend)
-    return ready.model_copy(update={"status": "degraded", **down}) if down else ready
-
-
-@router.get("/metrics", response_class=Response, responses={200: {"content": {"text/plain": {}}}})
-async def metrics(state: State) -> Response:
-    """Prometheus metrics of this process (service.api.metrics). Open like the probes. Collected
-    in a worker thread: a gauge asks the export store (Redis), which must not hold the loop."""
-    return await anyio.to_thread.run_sync(state.metrics.exposition)
-
-
 @router.get("/v1/tiers", responses={401: _ERROR_401, 503: _ERROR_503})
 async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     """The model tiers this service has: `tier` on /v1/foley and the export queue picks one."""
@@ -146,7 +112,11 @@ async def tiers(state: State, tenant: Tenant) -> list[TierInfo]:
     openapi_extra=_UPLOAD_BODY,
 )
 async def foley(
-    request: Request, state: State, tenant: Tenant, query: Annotated[FoleyParams, Query()]
+    request: Request,
+    state: State,
+    tenant: Tenant,
+    engine: ReadyEngine,
+    query: Annotated[FoleyParams, Query()],
 ) -> Response:
     """Upload a video (multipart field `file`); get its Foley track, or the video with it.
 
@@ -154,62 +124,97 @@ async def foley(
     with the same parameters is answered from the cache (`X-Foley-Cache: hit`).
     """
     started = perf_counter()
-    engine = state.ready_engine()
     state.engines.name(query.tier)  # an unknown tier is refused before the upload is read
     state.check_capacity()
     workdir = Path(tempfile.mkdtemp(prefix="foley-", dir=state.settings.work_dir))
     try:
-        settings = state.settings
-        with state.uploads.take():
-            upload = await receive_upload(
-                request,
-                workdir / UPLOAD_NAME,
-                max_bytes=settings.max_upload_bytes,
-                idle_timeout_s=settings.upload_idle_timeout_s,
-                min_bytes_per_s=settings.upload_min_bytes_per_s,
-            )
-        uploaded = perf_counter()
+        upload = await receive(request, state, workdir / UPLOAD_NAME, PARAM_FIELDS)
+        timings = {"upload": perf_counter() - started}
         params = merge_params(query, upload.fields)
-        if params.tier not in (None, engine.tier.name):  # engine_for refuses an unknown one
-            engine = await anyio.to_thread.run_sync(state.engine_for, params.tier)
-        markers = params.format if params.format in MARKER_ANSWERS else None
-        # The tier is part of the result's key by the engine that renders it.
-        options = dataclasses.replace(params.options(format="wav" if markers else None), tier=None)
-        # The weights' digest with the version: retrained weights never meet old results.
-        model = f"{engine.tier.version}+{engine.tier.digest}"
-        key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)
-        cached = await _lookup(state.cache, key)
-        state.metrics.cache_lookups.labels("result", "miss" if cached is None else "hit").inc()
-        if cached is not None:
-            timings = {"upload": uploaded - started, "cache": perf_counter() - uploaded}
-            return _cached_response(cached, upload, workdir, timings, started)
-        # Its cost is its length, as declared (before a frame is decoded).
-        info = await anyio.to_thread.run_sync(engine.probe, upload.path)
-        with state.rendering.take(info.duration_s):
-            result, queued, rendered = await _render(
-                request, state, engine, upload.path, workdir, options
-            )
-        state.metrics.rendered(result)
-        answer: tuple[str, Path] = (result.format, result.output)
-        if markers is not None:
-            answer = (markers, _markers_file(result, upload, workdir, markers))
+        done = await render_upload(
+            state=state, engine=engine, upload=upload, params=params, workdir=workdir,
+            timings=timings, watch=request,
+        )  # fmt: skip
     except BaseException:
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    stages = {name: s for name, s in result.timings.items() if name != "total"}
-    timings = {"upload": uploaded - started, "queue": queued, **stages, "render": rendered}
     timings["total"] = perf_counter() - started
+    if isinstance(done, results.CachedResult):
+        return _cached_response(done, upload, workdir, timings)
+    return _rendered_response(state, done, upload, workdir, timings)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendered:
+    """A render made for a request: its result, what is sent back (format, file) and the key
+    it is kept under once sent."""
+
+    result: RenderResult
+    answer: tuple[str, Path]
+    key: str
+
+
+async def render_upload(
+    *,
+    state: ServiceState,
+    engine: Engine,
+    upload: Upload,
+    params: FoleyParams,
+    workdir: Path,
+    timings: dict[str, float],
+    watch: Request,
+) -> results.CachedResult | Rendered:
+    """The uploaded video's Foley with `params`: from the result cache, else rendered behind the
+    render limiter in `workdir`, stopped if `watch`'s client goes away. Adds its stages to
+    `timings`."""
+    if params.tier not in (None, engine.tier.name):  # engine_for refuses an unknown one
+        engine = await anyio.to_thread.run_sync(state.engine_for, params.tier)
+    markers = params.format if params.format in MARKER_ANSWERS else None
+    # The tier is part of the result's key by the engine that renders it.
+    options = dataclasses.replace(params.options(format="wav" if markers else None), tier=None)
+    # The weights' digest with the version: retrained weights never meet old results.
+    model = f"{engine.tier.version}+{engine.tier.digest}"
+    key = results.result_key(upload.sha256, engine.tier.name, model, options, markers)
+    looked = perf_counter()
+    cached = await _lookup(state.cache, key)
+    state.metrics.cache_lookups.labels("result", "miss" if cached is None else "hit").inc()
+    if cached is not None:
+        timings["cache"] = perf_counter() - looked
+        return cached
+    # Its cost is its length, as declared (before a frame is decoded).
+    info = await anyio.to_thread.run_sync(engine.probe, upload.path)
+    with state.rendering.take(info.duration_s):
+        result, queued, rendered = await _render(
+            watch, state, engine, upload.path, workdir, options
+        )
+    state.metrics.rendered(result)
+    stages = {name: s for name, s in result.timings.items() if name != "total"}
+    timings.update({"queue": queued, **stages, "render": rendered})
+    answer: tuple[str, Path] = (result.format, result.output)
+    if markers is not None:
+        answer = (markers, _markers_file(result, upload, workdir, markers))
+    return Rendered(result, answer, key)
+
+
+def _rendered_response(
+    state: ServiceState,
+    done: Rendered,
+    upload: Upload,
+    workdir: Path,
+    timings: dict[str, float],
+) -> Response:
+    result = done.result
     logger.info(
         "rendered %s: %.2f s of video, %d frames, %.2f s total",
         result.format, result.duration_s, result.frames, timings["total"],
     )  # fmt: skip
     max_item_bytes = state.settings.cache_max_item_bytes
-    fmt, path = answer
+    fmt, path = done.answer
     return TempFileResponse(
         path,
         workdir,
         after_send=lambda: results.store(
-            state.cache, key, result, max_item_bytes=max_item_bytes, answer=answer
+            state.cache, done.key, result, max_item_bytes=max_item_bytes, answer=done.answer
         ),
         media_type=MEDIA_TYPES[fmt],
         filename=download_name(upload.filename, fmt),
@@ -251,9 +256,7 @@ def _cached_response(
     upload: Upload,
     workdir: Path,
     timings: dict[str, float],
-    started: float,
 ) -> Response:
-    timings["total"] = perf_counter() - started
     logger.info(
         "cache hit %s: %.2f s of video, %.1f ms total",
         cached.format, cached.duration_s, 1000 * timings["total"],
