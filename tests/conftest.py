@@ -9,24 +9,29 @@ from typing import TYPE_CHECKING
 import pytest
 import uvicorn
 
-from engines.models.config import ModelConfig
 from service.config import Settings
 
 if TYPE_CHECKING:
+    from engines.models.config import ModelConfig
     from service.pipeline.backends.base import Backend
     from service.pipeline.contract import TierConfig
 
-# A model small enough to build, train a few steps and export in seconds: for contract tests.
-TINY_MODEL = ModelConfig(
-    name="tiny",
-    feature_dim=16,
-    encoder_channels=(8, 16, 16),
-    generator_dim=32,
-    generator_lookahead=2,  # not the default: streaming and serving read it from the config
-    vocoder_dim=32,
-    vocoder_hidden=64,
-    vocoder_blocks=1,
-)
+
+def tiny_model() -> ModelConfig:
+    """A model small enough to build, train a few steps and export in seconds: for contract
+    tests."""
+    from engines.models.config import ModelConfig
+
+    return ModelConfig(
+        name="tiny",
+        feature_dim=16,
+        encoder_channels=(8, 16, 16),
+        generator_dim=32,
+        generator_lookahead=2,  # not the default: streaming and serving read it from the config
+        vocoder_dim=32,
+        vocoder_hidden=64,
+        vocoder_blocks=1,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -69,7 +74,7 @@ def tiny_tier(tmp_path_factory: pytest.TempPathFactory) -> TierConfig:
     from engines.models.checkpoint import save_checkpoint
     from service.pipeline.contract import load_frames_tier
 
-    cfg = TINY_MODEL
+    cfg = tiny_model()
     torch.manual_seed(0)
     encoder, generator, vocoder = cfg.build()
     with torch.no_grad():  # onset probabilities around the trigger: events fire here and there

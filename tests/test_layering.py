@@ -69,3 +69,19 @@ def test_the_backends_know_the_stage_contract_and_nothing_else_of_the_pipeline()
                 if name.startswith("service.pipeline.") and not own:
                     wrong.append(f"{path.name} imports {name}")
     assert wrong == []
+
+
+def test_service_tests_import_no_training_code_at_module_level() -> None:
+    """The service's tests collect with the service alone installed; a test that needs the
+    simulator or torch imports it where it runs (tests/engines test the engines)."""
+    tests = Path(__file__).resolve().parent
+    wrong = []
+    for path in sorted(tests.rglob("*.py")):
+        if tests / "engines" in path.parents:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            names = [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if any(name.split(".")[0] in {"torch", "engines"} for name in names):
+                wrong.append(f"{path.relative_to(tests)}: {ast.unparse(node)}")
+    assert wrong == []

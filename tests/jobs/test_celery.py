@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from engines.eval.sync import read_audio
 from service.api import create_app
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
@@ -40,12 +39,16 @@ def reference_engine():
 
 
 def reference_track(engine, clip: Path, tmp_path: Path) -> np.ndarray:
+    from engines.eval.sync import read_audio
+
     out = tmp_path / f"{clip.stem}.reference.wav"
     engine.render(clip, out, RenderOptions(format="wav"))
     return read_audio(out)[0]
 
 
 def result_track(client, job_id: str, tmp_path: Path) -> np.ndarray:
+    from engines.eval.sync import read_audio
+
     response = client.get(f"/v1/exports/{job_id}/result")
     assert response.status_code == 200, response.text
     path = tmp_path / f"{job_id}.wav"

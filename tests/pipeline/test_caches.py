@@ -22,8 +22,6 @@ import av
 import numpy as np
 import pytest
 
-from engines.eval.onsets import detect_onsets, match_onsets
-from engines.sim import scene_from_seed, simulate
 from service.cache.memory import MemoryCache
 from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
@@ -45,6 +43,8 @@ CHUNK = 32  # the engine's push size (decoded batches at the model's rate)
 
 def _simulate(seed: int, seconds: float) -> np.ndarray:
     """A falling object that comes to rest (a static span), filmed at 160x90."""
+    from engines.sim import scene_from_seed, simulate
+
     return simulate(
         scene_from_seed(seed, kind="drop"), duration_s=seconds, fps=30, width=160, height=90
     ).frames
@@ -157,6 +157,8 @@ def _within(a: np.ndarray, b: np.ndarray, fraction: float) -> None:
 
 
 def _same_onsets(track: np.ndarray, reference: np.ndarray) -> None:
+    from engines.eval.onsets import detect_onsets, match_onsets
+
     expected = detect_onsets(reference, 48000)
     score = match_onsets(detect_onsets(track, 48000), expected)
     assert len(expected) > 0

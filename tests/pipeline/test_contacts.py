@@ -10,8 +10,6 @@ import numpy as np
 import onnxruntime as ort
 import pytest
 
-from engines.eval.scenes import control_clip, scene_clip
-from engines.sim import scene_from_seed
 from service.config import Settings
 from service.media.decode import DecodeLimits, open_video
 from service.media.loudness import LiveLevel
@@ -186,6 +184,9 @@ def test_events_carry_the_size_the_localiser_reads(tier, backend, tmp_path) -> N
     """An event sounds at its object's size as the localiser reads it (from the floor around
     the object): within a factor of 1.6 here, on drops of a 4.4, a 5.1 and a 13.2 cm object,
     where one fixed size would be 2x off for some."""
+    from engines.eval.scenes import scene_clip
+    from engines.sim import scene_from_seed
+
     for seed in (26, 27, 28):
         clip = scene_clip(
             seed, "30", tmp_path, holdout=False, duration_s=2.0, size=(320, 180), kind="drop"
@@ -199,6 +200,8 @@ def test_events_carry_the_size_the_localiser_reads(tier, backend, tmp_path) -> N
 
 
 def test_native_frame_times_reach_the_tracks(tier, backend, tmp_path) -> None:
+    from engines.eval.scenes import scene_clip
+
     clip = scene_clip(
         26, "vfr", tmp_path, holdout=False, duration_s=2.0, size=(320, 180), kind="drop"
     )
@@ -211,6 +214,8 @@ def test_native_frame_times_reach_the_tracks(tier, backend, tmp_path) -> None:
 
 
 def test_a_shot_cut_voices_nothing(tier, backend, tmp_path) -> None:
+    from engines.eval.scenes import control_clip
+
     clip = control_clip("cut", 3, "30", tmp_path, holdout=False, duration_s=3.0, size=(320, 180))
     pts, rgb = _decode(clip.video, tier)
     _, synth = _run(tier, backend, pts, rgb, [], 3.0)

@@ -10,11 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 
-from engines.eval import precision
-from engines.eval.sync import read_audio
-from engines.models.mel import LogMel
 from service.config import SHIPPED_MODELS_DIR, Settings
 from service.errors import BackendUnavailable, DeviceOutOfMemory
 from service.pipeline.backends.base import backend_present, create_backend
@@ -35,6 +31,8 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def render(engine: FoleyEngine, clip: Path, out: Path) -> tuple[np.ndarray, list[float]]:
+    from engines.eval.sync import read_audio
+
     result = engine.render(clip, out, RenderOptions(format="wav", loudness=None))
     audio, _ = read_audio(out)
     return audio, [m.time_s for m in result.markers]
@@ -63,6 +61,9 @@ def test_the_precision_each_tier_chose_keeps_its_track(
     """The tolerance docs/gpu.md states, with the instrument that chose the precisions: the
     log-mel distance (engines.eval.quality) and the onsets (engines.eval.onsets, 2 ms). Reduced
     precision on the CPU device stands in for the GPU's: the same rounding of the formats."""
+    from engines.eval import precision
+    from engines.models.mel import LogMel
+
     settings = Settings(window_memo=False)
     reference = load_engine(settings, tier)
     assert set(reference.tier.gpu_precision.values()) & {"fp16", "bf16"}  # something to check
@@ -82,19 +83,23 @@ CHOSEN = {
     "export": {"encoder": "fp16", "generator": "fp16", "vocoder": "fp16"},
     "objects": {"localiser": "fp32", "head": "fp16"},
 }
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16"}  # torch's names
 
 
 @pytest.mark.parametrize("name", CHOSEN)
 def test_each_stage_runs_in_the_precision_its_tier_chose(name: str) -> None:
+    import torch
+
     backend = CudaBackend(load_tier(SHIPPED_MODELS_DIR, name), device="cpu")
     assert backend.info().precision == CHOSEN[name]
     assert {stage: graph.dtype for stage, graph in backend.graphs.items()} == {
-        stage: DTYPES[chosen] for stage, chosen in CHOSEN[name].items()
+        stage: getattr(torch, DTYPES[chosen]) for stage, chosen in CHOSEN[name].items()
     }
 
 
 def test_a_precision_given_replaces_the_tiers_and_a_stage_not_named_is_fp32() -> None:
+    import torch
+
     tier = load_tier(SHIPPED_MODELS_DIR, "export")
     backend = CudaBackend(tier, device="cpu", precision={"generator": "bf16"})
     assert backend.info().precision == {"encoder": "fp32", "generator": "bf16", "vocoder": "fp32"}
@@ -105,6 +110,8 @@ def test_a_precision_given_replaces_the_tiers_and_a_stage_not_named_is_fp32() ->
 
 
 def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
+    import torch
+
     tier = load_tier(SHIPPED_MODELS_DIR, Settings().default_tier)
     if backend_present("cuda"):
         assert create_backend("cuda", tier).info().name == "cuda"
@@ -118,6 +125,8 @@ def test_a_gpu_backend_without_a_gpu_is_refused_by_name() -> None:
 
 
 def test_running_out_of_device_memory_fails_the_call_with_a_clear_error(monkeypatch) -> None:
+    import torch
+
     tier = load_tier(SHIPPED_MODELS_DIR, Settings().default_tier)
     backend = CudaBackend(tier, device="cpu")
     stage = tier.stages[-1].name

@@ -10,9 +10,6 @@ import av
 import numpy as np
 import pytest
 
-from engines.eval.footage import DEFAULT_FOOTAGE
-from engines.eval.scenes import film
-from engines.sim import scene_from_seed
 from service.media.frames import FrameScaler, rgb_as_decoded
 from service.pipeline.contacts.cuts import (
     BINS,
@@ -27,6 +24,9 @@ SCALER = FrameScaler(192, 108)
 
 
 def _model_frames(seed: int, kind: str, *, moving: bool = False) -> list[np.ndarray]:
+    from engines.eval.scenes import film
+    from engines.sim import scene_from_seed
+
     spec = scene_from_seed(seed, kind=kind)
     if moving:
         camera = replace(spec.camera, yaw_rate_dps=15.0, distance_rate_mps=0.1)
@@ -51,6 +51,8 @@ def test_a_moving_camera_and_moving_objects_are_no_cut() -> None:
 
 def test_real_footage_of_gliding_cameras_has_its_one_cut() -> None:
     """Two night shots of towers, each filmed by a gliding camera, cut at frame 116."""
+    from engines.eval.footage import DEFAULT_FOOTAGE
+
     detector = CutDetector()
     with av.open(str(DEFAULT_FOOTAGE)) as container:
         found = [detector.push(SCALER(f), float(f.time)) for f in container.decode(video=0)]

@@ -12,8 +12,6 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.data.clips import encode_frames
-from engines.eval.sync import read_audio
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.motion.layer import CONFIRM_S, EASE_S, Glide, GlideLayer
@@ -108,6 +106,8 @@ def test_what_turns_or_gains_speed_is_not_a_glide(turn_rad_s: float, slowing: fl
 
 def rolling_clip(path: Path, *, speed_px_s: float = 180.0, fps: int = 30) -> Path:
     """A textured disc rolling left to right across a textured floor, 2 s."""
+    from engines.data.clips import encode_frames
+
     rng = np.random.default_rng(4)
     floor = cv2.resize(
         rng.integers(60, 200, (180 // 6, 320 // 6, 3)).astype(np.uint8),
@@ -131,6 +131,8 @@ def rolling_clip(path: Path, *, speed_px_s: float = 180.0, fps: int = 30) -> Pat
 
 
 def test_a_rolling_body_is_a_continuous_layer_not_a_train_of_hits(tmp_path: Path) -> None:
+    from engines.eval.sync import read_audio
+
     engine = FoleyEngine.load(Settings(cache_max_bytes=0))
     video = rolling_clip(tmp_path / "roll.mp4")
     result = engine.render(video, tmp_path / "roll.wav", RenderOptions(format="wav"))

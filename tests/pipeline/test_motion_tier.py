@@ -8,10 +8,7 @@ from pathlib import Path
 import numpy as np
 import onnxruntime as ort
 import pytest
-import torch
 
-from engines.motion.export import export
-from engines.motion.model import ContactHead
 from service.config import Settings
 from service.pipeline.backends.onnxruntime import OnnxRuntimeBackend
 from service.pipeline.motion.synth import MotionSynth
@@ -25,6 +22,11 @@ def tier_dir(tmp_path_factory) -> Path:
     """A motion tier of an untrained head whose threshold every cell passes now and then, so
     that events fire (what they are does not matter here, only that every path gives the
     same ones)."""
+    import torch
+
+    from engines.motion.export import export
+    from engines.motion.model import ContactHead
+
     torch.manual_seed(0)
     head = ContactHead(width=8)
     with torch.no_grad():

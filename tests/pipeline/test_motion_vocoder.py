@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
-from engines.motion.vocoder import OUTPUTS, condition, load_voice, mode_freqs, synthesize
 from service.config import Settings
 from service.pipeline.backends.onnxruntime import OnnxRuntimeBackend
 from service.pipeline.contacts.render import Event, EventRenderer, Modes, ring
@@ -99,6 +97,10 @@ class _Noise:
 @pytest.mark.parametrize("click_s", [5e-5, 4e-4, 3e-3])
 def test_training_synthesiser_equals_the_services(click_s):
     """engines.motion.vocoder.synthesize (trained through) and ring (served) make one sound."""
+    import torch
+
+    from engines.motion.vocoder import mode_freqs, synthesize
+
     rng = np.random.default_rng(0)
     k = len(mode_freqs())
     amps = rng.uniform(0.0, 0.2, k)
@@ -116,6 +118,10 @@ def test_training_synthesiser_equals_the_services(click_s):
 
 def test_the_shipped_graph_is_the_shipped_weights(tier):
     """vocoder.onnx was exported from vocoder.pt (engines.motion.export): the same numbers."""
+    import torch
+
+    from engines.motion.vocoder import OUTPUTS, condition, load_voice
+
     net = load_voice(tier.path / "vocoder.pt")
     backend = OnnxRuntimeBackend(tier, threads=1)
     materials = torch.arange(len(tier.materials)).repeat(3)

@@ -7,9 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-import torch
 
-from engines.models.checkpoint import load_checkpoint
 from service.pipeline.backends.base import Backend
 from service.pipeline.backends.cuda import CudaBackend
 from service.pipeline.contract import TierConfig
@@ -71,6 +69,10 @@ def test_one_pass_equals_the_model_over_the_whole_clip(
 ) -> None:
     """The exported streaming graphs against the trained model's own whole-clip forward pass
     (zero padding, no state): the stream contract loses nothing at the start or the end."""
+    import torch
+
+    from engines.models.checkpoint import load_checkpoint
+
     clip = _clip(tiny_tier, frames, seed=1)
     _, encoder, generator, vocoder = load_checkpoint(tiny_tier.path.parent / "tiny.pt")
     with torch.no_grad():

@@ -15,7 +15,6 @@ import cv2
 import numpy as np
 import pytest
 
-from engines.data.clips import encode_frames, variable_frame_times
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
@@ -50,6 +49,8 @@ def picture(background: np.ndarray, a: float) -> np.ndarray:
 
 
 def clip(path: Path, fps: Fraction, *, swing: bool, variable: bool = False) -> Path:
+    from engines.data.clips import encode_frames, variable_frame_times
+
     rng = np.random.default_rng(3)
     blocks = rng.integers(60, 200, (H // 6, W // 6, 3)).astype(np.uint8)
     background = cv2.resize(blocks, (W, H), interpolation=cv2.INTER_NEAREST)

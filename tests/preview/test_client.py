@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engines.eval.sync import read_audio
 from service.cli import main
 from service.pipeline.types import RenderOptions
 from tests.preview.levels import at_live_level
@@ -15,6 +14,8 @@ SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "sample.mp4"
 def test_preview_streams_a_file_and_reports_latency(
     live_service: str, real_engine, tmp_path: Path, capsys
 ) -> None:
+    from engines.eval.sync import read_audio
+
     preview_url = live_service.replace("http", "ws") + "/v1/preview"
     out = tmp_path / "live.wav"
     args = ["preview", str(SAMPLE), "--url", preview_url, "--api-key", "k1", "--speed", "0"]

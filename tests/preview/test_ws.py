@@ -15,7 +15,6 @@ import pytest
 from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
-from engines.eval.sync import read_audio
 from service.api import create_app
 from service.api.preview import MAX_CLOSE_REASON_BYTES, Outbox, close_reason, onset_message
 from service.config import Settings
@@ -113,6 +112,8 @@ def _stream(ws, payloads: list[tuple[float, bytes]]) -> Received:
 
 
 def test_streamed_track_equals_the_offline_render(client, frames_engine, tmp_path: Path) -> None:
+    from engines.eval.sync import read_audio
+
     frames = _frames(SAMPLE)
     with client.websocket_connect("/v1/preview") as ws:
         ws.send_text(_config(fps=30))
@@ -280,6 +281,8 @@ def test_a_session_whose_time_runs_ahead_is_the_one_refused(frames_engine) -> No
 def test_a_stream_at_the_offline_gain_is_as_loud_as_the_export(
     client, frames_engine, tmp_path: Path
 ) -> None:
+    from engines.eval.sync import read_audio
+
     result = frames_engine.render(SAMPLE, tmp_path / "export.wav", RenderOptions(format="wav"))
     gain = result.levelling.gain_db
     frames = _frames(SAMPLE)
@@ -403,6 +406,8 @@ def _stream_at_own_times(engine, first_owed: int) -> tuple[dict, Received, list[
 def _offline(engine, tmp_path: Path):
     """The offline render of the sample at the tier's own level, as a live session plays it:
     -> the render's result, the track, the tolerance a live track is held to."""
+    from engines.eval.sync import read_audio
+
     off = RenderOptions(format="wav", loudness=None)
     result = engine.render(SAMPLE, tmp_path / "offline.wav", off)
     raw, rate = read_audio(tmp_path / "offline.wav")

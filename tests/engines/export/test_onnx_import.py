@@ -12,7 +12,7 @@ from engines.export.onnx_export import export_tier
 from engines.export.onnx_import import import_tier, tier_config
 from engines.models.checkpoint import STAGES, checkpoint_config, save_checkpoint
 from engines.models.config import RETIRED_FIELDS, ModelConfig
-from tests.conftest import TINY_MODEL
+from tests.conftest import tiny_model
 
 
 def trained_like(stages):
@@ -27,8 +27,8 @@ def trained_like(stages):
 
 def test_export_then_import_gives_back_every_weight(tmp_path):
     torch.manual_seed(0)
-    stages = trained_like(TINY_MODEL.build())
-    source = save_checkpoint(tmp_path / "tiny.pt", TINY_MODEL, *stages)
+    stages = trained_like(tiny_model().build())
+    source = save_checkpoint(tmp_path / "tiny.pt", tiny_model(), *stages)
     export_tier(source, tmp_path / "tier")
 
     back = torch.load(import_tier(tmp_path / "tier", tmp_path / "back.pt"), weights_only=True)
@@ -42,7 +42,8 @@ def test_export_then_import_gives_back_every_weight(tmp_path):
 
 def test_a_tier_of_another_shape_is_refused(tmp_path):
     torch.manual_seed(0)
-    source = save_checkpoint(tmp_path / "tiny.pt", TINY_MODEL, *trained_like(TINY_MODEL.build()))
+    model = tiny_model()
+    source = save_checkpoint(tmp_path / "tiny.pt", model, *trained_like(model.build()))
     tier = tmp_path / "tier"
     export_tier(source, tier)
     config = json.loads((tier / "config.json").read_text())
@@ -68,12 +69,12 @@ def test_the_shipped_tiers_import(tmp_path, tier):
 def test_retired_options_load_when_off_and_are_refused_when_on(tmp_path):
     """A config written while the study options existed (a tier's config.json, a checkpoint)
     loads if they were off; one with an option on describes a model no longer built."""
-    old = TINY_MODEL.to_dict() | {name: 0 for name in RETIRED_FIELDS}
-    assert ModelConfig.from_dict(old) == TINY_MODEL
+    old = tiny_model().to_dict() | {name: 0 for name in RETIRED_FIELDS}
+    assert ModelConfig.from_dict(old) == tiny_model()
     torch.save({"config": old}, tmp_path / "old.pt")
-    assert checkpoint_config(tmp_path / "old.pt") == TINY_MODEL
+    assert checkpoint_config(tmp_path / "old.pt") == tiny_model()
     for name in RETIRED_FIELDS:
         with pytest.raises(ValueError, match=name):
             ModelConfig.from_dict(old | {name: 2})
     with pytest.raises(ValueError, match="unknown"):
-        ModelConfig.from_dict(TINY_MODEL.to_dict() | {"encoder_wings": 2})
+        ModelConfig.from_dict(tiny_model().to_dict() | {"encoder_wings": 2})
