@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 
 from engines.models.encoder import VisualEncoder
-from tests.conftest import TINY_MODEL
+from tests.conftest import tiny_model
 
 
 def _generator():
-    _, generator, _ = TINY_MODEL.build()
+    _, generator, _ = tiny_model().build()
     return generator.eval()
 
 
@@ -28,7 +28,7 @@ def test_events_fire_once_per_rise_on_the_most_likely_subframe() -> None:
 
 def test_onset_output_is_a_probability_per_acoustic_frame() -> None:
     generator = _generator()
-    features = torch.randn(2, 12, TINY_MODEL.feature_dim)
+    features = torch.randn(2, 12, tiny_model().feature_dim)
     with torch.no_grad():
         x, onset_logit, offset_logit = generator.heads(features)
         _, onset = generator.render(x, onset_logit, offset_logit)

@@ -21,26 +21,26 @@ from engines.train import vocoder as distill
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
-from tests.conftest import TINY_MODEL
+from tests.conftest import tiny_model
 from tests.media import videos
 
 TINY_TEACHER = TeacherConfig(
-    n_mels=TINY_MODEL.n_mels, hop=TINY_MODEL.hop, dim=16, hidden=32, blocks=2
+    n_mels=tiny_model().n_mels, hop=tiny_model().hop, dim=16, hidden=32, blocks=2
 )
 
 
 def test_teacher_maps_mel_frames_to_hops_and_sees_both_sides() -> None:
     torch.manual_seed(0)
     teacher = TeacherVocoder(TINY_TEACHER).eval()
-    mel = torch.randn(2, 40, TINY_MODEL.n_mels)
+    mel = torch.randn(2, 40, tiny_model().n_mels)
     with torch.no_grad():
         audio = teacher(mel)
         changed = mel.clone()
         changed[:, 20] += 3.0
         moved = teacher(changed)
-    assert audio.shape == (2, 40 * TINY_MODEL.hop)
+    assert audio.shape == (2, 40 * tiny_model().hop)
     differs = (moved - audio).abs().amax(dim=0) > 1e-6
-    hop = TINY_MODEL.hop
+    hop = tiny_model().hop
     assert differs[: 19 * hop].any()  # not causal: frame 20 reaches back
     assert not differs[: 10 * hop].any()  # but only as far as its receptive field
     assert not differs[30 * hop :].any()
@@ -68,7 +68,7 @@ def test_discriminator_judges_every_resolution() -> None:
 def write_sounds(folder: Path, n: int, seconds: float = 1.0) -> None:
     """Clips of decaying tone bursts: only the sound, which is all the vocoders read."""
     folder.mkdir()
-    rate = TINY_MODEL.sample_rate
+    rate = tiny_model().sample_rate
     rng = np.random.default_rng(0)
     t = np.arange(int(seconds * rate)) / rate
     for i in range(n):
@@ -86,7 +86,7 @@ def write_sounds(folder: Path, n: int, seconds: float = 1.0) -> None:
 
 def test_fit_brings_a_student_closer_to_its_target() -> None:
     torch.manual_seed(0)
-    cfg = TINY_MODEL
+    cfg = tiny_model()
     rate = cfg.sample_rate
     t = torch.arange(rate) / rate
     audio = (0.2 * torch.sin(2 * torch.pi * 440 * t) * torch.exp(-t / 0.3)).float()
@@ -111,7 +111,7 @@ def test_teacher_then_student_into_a_served_tier(tmp_path: Path) -> None:
     distill.main(["teacher", *common, "--blocks", "1", "--out", str(teacher)])
     assert load_teacher(teacher).cfg.dim == 16
 
-    cfg = dataclasses.replace(TINY_MODEL, name="distilled")
+    cfg = dataclasses.replace(tiny_model(), name="distilled")
     base = save_checkpoint(tmp_path / "base.pt", cfg, *cfg.build())
     student = tmp_path / "student.pt"
     distill.main(

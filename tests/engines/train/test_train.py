@@ -18,7 +18,7 @@ from engines.train.options import TrainOptions
 from service.config import Settings
 from service.pipeline.engine import FoleyEngine
 from service.pipeline.types import RenderOptions
-from tests.conftest import TINY_MODEL
+from tests.conftest import tiny_model
 from tests.media import videos
 
 
@@ -27,7 +27,7 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
     data.mkdir()
     for i, kind in enumerate(["drop", "roll"]):
         save_clip(data / f"clip_{i}.npz", make_clip(100 + i, duration_s=2.5, fps=30, kind=kind))
-    cfg = dataclasses.replace(TINY_MODEL, name="smoke")
+    cfg = dataclasses.replace(tiny_model(), name="smoke")
     # The shipped recipe (seen impacts, their levels, distractors), in a few short steps.
     opts = TrainOptions(
         vocoder_steps=3,
@@ -53,13 +53,13 @@ def test_train_export_and_serve(tmp_path: Path) -> None:
 def test_warm_start_with_more_lookahead_starts_where_the_checkpoint_was(tmp_path: Path) -> None:
     """A generator given one more frame of lookahead, warm-started from one without, computes
     what the checkpoint's did until training moves the new taps off zero."""
-    short = dataclasses.replace(TINY_MODEL, generator_lookahead=1)
+    short = dataclasses.replace(tiny_model(), generator_lookahead=1)
     encoder, generator, vocoder = short.build()
     checkpoint = save_checkpoint(tmp_path / "short.pt", short, encoder, generator, vocoder)
-    _, longer, _ = TINY_MODEL.build()
+    _, longer, _ = tiny_model().build()
     warm_start(longer, checkpoint, "generator")
     assert longer.right_context == generator.right_context + 1
-    features = torch.randn(1, 12, TINY_MODEL.feature_dim)
+    features = torch.randn(1, 12, tiny_model().feature_dim)
     with torch.no_grad():
         now, before = longer.eval().heads(features), generator.eval().heads(features)
     for a, b in zip(now, before, strict=True):
