@@ -8,8 +8,9 @@ an error message and a close code, by the export queue to the job record's error
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 ECHO_CHARS = 64  # of a client's value quoted back in an error
 
@@ -103,3 +104,8 @@ class Busy(FoleyError):
     code = "busy"
     http_status = 503
     headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
+
+
+def validation_reason(errors: Iterable[Mapping[str, Any]]) -> str:
+    """Pydantic/FastAPI error dicts -> `query.format: Input should be ...; ...`."""
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)

@@ -30,7 +30,7 @@ MAY_IMPORT = {
     "cache": set(),
     "pipeline": {"media", "cache"},
     "markers": {"pipeline"},
-    "preview": {"media", "pipeline"},
+    "preview": {"media", "pipeline", "markers"},
     "jobs": {"media", "pipeline", "cache", "markers"},
     "api": {"media", "pipeline", "cache", "markers", "preview", "jobs"},
     "cli": {"media", "pipeline", "markers", "preview", "jobs", "api"},

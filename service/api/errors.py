@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from http import HTTPStatus
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -18,7 +18,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from service.api.schemas import error_content
-from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded, Problem
+from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded, Problem, validation_reason
 
 logger = logging.getLogger(__name__)
 
@@ -64,11 +64,6 @@ class EngineUnavailable(FoleyError):
 
     code = "engine_unavailable"
     http_status = 503
-
-
-def validation_reason(errors: Iterable[Mapping[str, Any]]) -> str:
-    """Pydantic/FastAPI error dicts -> `query.format: Input should be ...; ...`."""
-    return "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in errors)
 
 
 def error_response(

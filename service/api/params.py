@@ -12,10 +12,9 @@ from typing import Any, TypeVar
 
 from pydantic import ValidationError
 
-from service.api.errors import validation_reason
 from service.api.schemas import MARKER_ANSWERS, FoleyParams
 from service.api.uploads import FILE_FIELD
-from service.errors import InvalidInput
+from service.errors import InvalidInput, validation_reason
 from service.pipeline.types import output_name
 
 P = TypeVar("P", bound=FoleyParams)

@@ -10,10 +10,9 @@ import anyio
 import numpy as np
 import pytest
 
-from service.api import preview as transport
-from service.api.metrics import Metrics
 from service.config import Settings
 from service.errors import DeviceOutOfMemory, Problem
+from service.preview import connection
 from service.preview import protocol as p
 from service.preview.worker import AudioOut, EndOut, Full, PreviewWorker
 
@@ -101,15 +100,17 @@ class _DeafClient:
 def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None:
     settings = Settings(preview_send_queue=4)
     worker = _worker(real_engine, batch_window_s=0.0)
-    state = type("State", (), {"settings": settings, "metrics": Metrics()})()
 
-    async def run() -> transport._Close:
-        outbox = transport.Outbox(settings.preview_send_queue, settings.preview_send_queue_bytes)
-        session = worker.open(CONFIG, transport._deliverer(outbox))
+    async def run() -> connection.Close:
+        outbox = connection.Outbox(settings.preview_send_queue, settings.preview_send_queue_bytes)
+        session = worker.open(CONFIG, connection.deliverer(outbox))
         ws = _DeafClient()
-        with pytest.raises(transport._Close) as closed:
+        with pytest.raises(connection.Close) as closed:
             with anyio.fail_after(20):
-                await transport._serve(ws, state, worker, session, outbox)
+                await connection.Connection(
+                    ws, worker, session, outbox, settings=settings,
+                    max_frame_bytes=10**6, sent=lambda late_s: None,
+                ).serve()  # fmt: skip
         assert outbox.queue.qsize() <= settings.preview_send_queue
         assert ws.sent_frames < 100  # closed within a few frames of the outbox filling
         return closed.value

@@ -16,7 +16,6 @@ from fastapi.testclient import TestClient
 from starlette.websockets import WebSocketDisconnect
 
 from service.api import create_app
-from service.api.preview import MAX_CLOSE_REASON_BYTES, Outbox, close_reason, onset_message
 from service.config import Settings
 from service.markers import markers_document
 from service.media.decode import DecodeLimits, open_video
@@ -24,6 +23,12 @@ from service.media.loudness import CEILING_DBTP, measure
 from service.pipeline.runner import Onset
 from service.pipeline.types import ContactMarker, RenderOptions
 from service.preview import protocol as p
+from service.preview.connection import (
+    MAX_CLOSE_REASON_BYTES,
+    Outbox,
+    close_reason,
+    onset_message,
+)
 from service.preview.worker import AudioOut
 from tests.api.conftest import wait_ready
 from tests.preview.jpegs import declaring, jpeg
