@@ -19,7 +19,6 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, Literal
 
 from service.errors import Problem
-from service.media.loudness import DEFAULT_TARGET_LUFS
 from service.pipeline.types import RenderOptions
 
 JobState = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -88,9 +87,11 @@ class JobRecord:
         if "options" not in raw:
             named = ("format", "sample_rate", "tier", "replace_audio")
             flat = {k: raw[k] for k in named if k in raw}
-            loudness = raw.get("loudness_lufs", DEFAULT_TARGET_LUFS)
-            values["options"] = {**flat, "loudness": "off" if loudness is None else loudness}
-        values["options"] = RenderOptions.from_wire(values["options"])
+            if "loudness_lufs" in raw:
+                flat["loudness"] = raw["loudness_lufs"]
+            values["options"] = RenderOptions(**flat)
+        else:
+            values["options"] = RenderOptions.from_wire(values["options"])
         if values.get("error") is not None:
             values["error"] = Problem(**values["error"])
         return cls(**values)

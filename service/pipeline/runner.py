@@ -25,6 +25,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 
 from service.pipeline.backends.base import Backend
+from service.pipeline.contacts.render import first_sample
 from service.pipeline.contacts.synth import ContactSynth, locate
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contract import TierConfig
@@ -255,13 +256,13 @@ class _EventRunner:
         end, rate = synth.renderer.taken, self.tier.sample_rate
         onsets = [
             Onset(n, synth.marker_of(f.event))
-            for f, n in ((f, int(np.ceil(f.event.time_s * rate - 1e-9))) for f in synth.fired[-64:])
+            for f, n in ((f, first_sample(f.event.time_s, rate)) for f in synth.fired[-64:])
             if start <= n < end
         ]
         if isinstance(synth, MotionSynth):
             made = synth.layer.markers[sent:]
             sent += len(made)
-            onsets += [Onset(int(np.ceil(m.time_s * rate - 1e-9)), m) for m in made]
+            onsets += [Onset(first_sample(m.time_s, rate), m) for m in made]
         onsets.sort(key=lambda o: o.sample)
         return Piece(piece, onsets), sent
 

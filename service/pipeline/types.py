@@ -73,8 +73,10 @@ class RenderOptions:
 
     @classmethod
     def from_wire(cls, raw: Mapping[str, Any]) -> RenderOptions:
-        loudness = raw.get("loudness", DEFAULT_TARGET_LUFS)
-        return cls(**{**raw, "loudness": None if loudness == "off" else loudness})
+        values = dict(raw)
+        if values.get("loudness") == "off":
+            values["loudness"] = None
+        return cls(**values)
 
 
 DEFAULT_OPTIONS = RenderOptions()

@@ -62,6 +62,11 @@ class Event:
     size_m: float | None = None
 
 
+def first_sample(time_s: float, sample_rate: int) -> int:
+    """The first sample at or after `time_s`: where a sound starting then is heard."""
+    return int(np.ceil(time_s * sample_rate - 1e-9))
+
+
 def emit(
     renderer: EventRenderer, end: int, timer: StageTimer, *, last: bool = False
 ) -> Iterator[np.ndarray]:
@@ -100,7 +105,7 @@ class EventRenderer:
         self.count = 0
 
     def add(self, event: Event) -> None:
-        start = int(np.ceil(event.time_s * self.sample_rate - 1e-9))
+        start = first_sample(event.time_s, self.sample_rate)
         if start < self.taken:
             raise ValueError(
                 f"event at {event.time_s:.6f} s starts before sample {self.taken} already taken"

@@ -48,7 +48,7 @@ from service.pipeline.contacts.render import Event, EventRenderer, ModalVoices, 
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
 from service.pipeline.streaming import StageTimer
-from service.pipeline.types import ContactMarker, ReuseStats
+from service.pipeline.types import ContactMarker
 
 MIN_TRACK_FRAMES = 4  # an object seen fewer times is not trusted to make a sound
 APPROACH_FRAMES = 3  # frames k-2..k: where the object must be inside the picture for k to fire
@@ -130,7 +130,6 @@ class ContactSynth:
         self.tracker = Tracker()
         self.renderer = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
         self.t0: float | None = None
-        self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.times: list[float] = []  # the last few frame times, from t0
         self.previous: np.ndarray | None = None
         self.states: dict[int, _TrackState] = {}

@@ -30,7 +30,7 @@ from service.pipeline.motion.layer import GlideLayer
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.motion.vocoder import NeuralVoices
 from service.pipeline.streaming import StageTimer
-from service.pipeline.types import ContactMarker, ReuseStats
+from service.pipeline.types import ContactMarker
 
 MAX_IMPULSE = 20.0  # N s: a strength the head reads this far above its reference is clipped
 # Shared by every stream of the process: flow is pure, and two threads are what 2 cores hold
@@ -62,7 +62,6 @@ class MotionSynth:
         voices = NeuralVoices(tier.voice, tier.sample_rate, self._vocoder)
         self.renderer = EventRenderer(voices, layer=self.layer)
         self.t0: float | None = None
-        self.reuse = ReuseStats()  # this kind keeps no caches: always none
         self.fired: list[FiredEvent] = []
         self.frames = 0
         self._last_s = -math.inf
