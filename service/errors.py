@@ -35,6 +35,20 @@ class FoleyError(Exception):
 
     code: str = "internal_error"
     http_status: int = 500
+    headers: ClassVar[dict[str, str]] = {}  # sent with the HTTP answer
+
+    def __init_subclass__(
+        cls, *, code: str = "", status: int = 0, headers: dict[str, str] | None = None
+    ) -> None:
+        """`class JobNotFound(FoleyError, code="job_not_found", status=404)`: each kind states
+        its code, HTTP status and headers in its head; what it leaves out, it inherits."""
+        super().__init_subclass__()
+        if code:
+            cls.code = code
+        if status:
+            cls.http_status = status
+        if headers is not None:
+            cls.headers = headers
 
     def __init__(self, reason: str, *, code: str | None = None) -> None:
         super().__init__(reason)
@@ -50,60 +64,37 @@ class FoleyError(Exception):
         return f"{self.code}: {self.reason}"
 
 
-class InvalidInput(FoleyError):
+class InvalidInput(FoleyError, code="invalid_input", status=422):
     """The client sent something we cannot process (bad file, bad parameter)."""
 
-    code = "invalid_input"
-    http_status = 422
 
-
-class MediaError(InvalidInput):
+class MediaError(InvalidInput, code="invalid_media"):
     """The uploaded media cannot be decoded within the limits (codes: see service.media)."""
 
-    code = "invalid_media"
-    http_status = 422
 
-
-class LimitExceeded(InvalidInput):
+class LimitExceeded(InvalidInput, code="limit_exceeded", status=413):
     """The input is larger than a configured limit (pixels, duration, upload bytes)."""
 
-    code = "limit_exceeded"
-    http_status = 413
 
-
-class ModelConfigError(FoleyError):
+class ModelConfigError(FoleyError, code="model_unavailable", status=503):
     """A tier's files are missing or unreadable: the deployment's fault, not the request's."""
 
-    code = "model_unavailable"
-    http_status = 503
 
-
-class BackendUnavailable(FoleyError):
+class BackendUnavailable(FoleyError, code="backend_unavailable", status=503):
     """The inference backend asked for cannot start here (no GPU, no TensorRT): the service
     refuses to start rather than run on another one."""
 
-    code = "backend_unavailable"
-    http_status = 503
 
-
-class DeviceOutOfMemory(FoleyError):
+class DeviceOutOfMemory(FoleyError, code="device_out_of_memory", status=503):
     """The GPU ran out of memory for this request; the service goes on with the next."""
 
-    code = "device_out_of_memory"
-    http_status = 503
+
+class NotReady(FoleyError, code="not_ready", status=503):
+    pass
 
 
-class NotReady(FoleyError):
-    code = "not_ready"
-    http_status = 503
-
-
-class Busy(FoleyError):
+class Busy(FoleyError, code="busy", status=503, headers={"Retry-After": "5"}):
     """At capacity (renders waiting, export jobs queued): the same request later will do."""
-
-    code = "busy"
-    http_status = 503
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
 
 
 def validation_reason(errors: Iterable[Mapping[str, Any]]) -> str:

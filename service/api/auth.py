@@ -19,9 +19,8 @@ from service.errors import FoleyError
 PUBLIC = "public"
 
 
-class Unauthorized(FoleyError):
-    code = "unauthorized"
-    http_status = 401
+class Unauthorized(FoleyError, code="unauthorized", status=401):
+    pass
 
 
 def valid_key(given: str, keys: Sequence[str]) -> bool:

@@ -10,7 +10,6 @@ import logging
 import re
 from collections.abc import Mapping
 from http import HTTPStatus
-from typing import ClassVar
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,47 +22,37 @@ from service.errors import Busy, FoleyError, InvalidInput, LimitExceeded, Proble
 logger = logging.getLogger(__name__)
 
 
-class UploadTooLarge(LimitExceeded):
-    code = "upload_too_large"
-    # The rest of the body is never read: close the connection rather than leave it unread.
-    headers: ClassVar[dict[str, str]] = {"Connection": "close"}
+# Refused with the body unread: the connection closes rather than be left with it.
+CLOSE = {"Connection": "close"}
 
 
-class UploadsBusy(Busy):
-    """Every upload slot is taken: refused before the body is read, which is never read."""
-
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "5", "Connection": "close"}
+class UploadTooLarge(LimitExceeded, code="upload_too_large", headers=CLOSE):
+    pass
 
 
-class UploadTimeout(InvalidInput):
-    code = "upload_timeout"
-    http_status = 408
-    headers: ClassVar[dict[str, str]] = {"Connection": "close"}
+class UploadsBusy(Busy, headers={"Retry-After": "5", **CLOSE}):
+    """Every upload slot is taken: refused before the body is read."""
 
 
-class UnsupportedContentType(InvalidInput):
-    code = "unsupported_content_type"
-    http_status = 415
+class UploadTimeout(InvalidInput, code="upload_timeout", status=408, headers=CLOSE):
+    pass
 
 
-class BadMultipart(InvalidInput):
-    code = "invalid_multipart"
-    http_status = 400
+class UnsupportedContentType(InvalidInput, code="unsupported_content_type", status=415):
+    pass
 
 
-class ClientDisconnected(InvalidInput):
+class BadMultipart(InvalidInput, code="invalid_multipart", status=400):
+    pass
+
+
+class ClientDisconnected(InvalidInput, code="client_disconnected", status=499):
     """The client went away before its answer (nginx's 499: nobody reads it, but the access
     log and the metrics say what became of the request)."""
 
-    code = "client_disconnected"
-    http_status = 499
 
-
-class EngineUnavailable(FoleyError):
+class EngineUnavailable(FoleyError, code="engine_unavailable", status=503):
     """The engine failed to load: this process will never be ready."""
-
-    code = "engine_unavailable"
-    http_status = 503
 
 
 def error_response(
@@ -85,7 +74,7 @@ async def _foley_error(request: Request, exc: Exception) -> JSONResponse:
         logger.warning("%s %s -> %s", request.method, request.url.path, exc)
     elif exc.http_status == 499:  # no response reaches the access log: this line stands for it
         logger.info("%s %s -> 499 %s", request.method, request.url.path, exc.reason)
-    return error_response(exc.http_status, exc.problem, getattr(exc, "headers", None))
+    return error_response(exc.http_status, exc.problem, exc.headers or None)
 
 
 async def _request_validation_error(request: Request, exc: Exception) -> JSONResponse:

@@ -15,13 +15,14 @@ from collections.abc import Sequence
 from typing import get_args
 
 from service.cli import generate, preview, serve, tiers, worker
-from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, Run, fail
+from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, Command, fail
 from service.errors import FoleyError, InvalidInput
 from service.pipeline.backends.base import BackendName
 
 __all__ = ["EXIT_INTERNAL", "EXIT_INVALID", "EXIT_OK", "main"]
 logger = logging.getLogger("service.cli")
-COMMANDS = (generate, tiers, serve, preview, worker)  # in the order `foley --help` lists them
+# In the order `foley --help` lists them.
+COMMANDS: tuple[Command, ...] = (generate, tiers, serve, preview, worker)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -32,14 +33,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(exc.code or 0)
     if args.backend is not None:  # as FOLEY_BACKEND: every Settings of this run, workers' too
         os.environ["FOLEY_BACKEND"] = args.backend
-    quiet = logging.ERROR if args.quiet else args.log_level
+    command: Command = args.command_module
+    quiet = logging.ERROR if args.quiet else command.LOG_LEVEL
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else quiet,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        run: Run = args.run
-        return run(args)
+        return command.run(args)
     except FoleyError as exc:
         fail(exc.code, exc.reason)
         return EXIT_INVALID if isinstance(exc, InvalidInput) else EXIT_INTERNAL
@@ -72,7 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     for command in COMMANDS:
-        command.add(commands, common)
+        sub = commands.add_parser(command.NAME, parents=[common], help=command.HELP)
+        command.arguments(sub)
+        sub.set_defaults(command_module=command)
     return parser
 
 

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
-from typing import TypeAlias
+from typing import Protocol
 
 EXIT_OK, EXIT_INTERNAL, EXIT_INVALID = 0, 1, 2
-Run = Callable[[argparse.Namespace], int]  # a command, given its parsed arguments
-# What each command module adds its parser to.
-Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+class Command(Protocol):
+    """A command's module: `foley NAME` (HELP in `foley --help`) logs at LOG_LEVEL unless -v or
+    -q say otherwise."""
+
+    NAME: str
+    HELP: str
+    LOG_LEVEL: int
+
+    def arguments(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int:
+        """The exit status; a FoleyError raised becomes the one-line error."""
+        ...
 
 
 def fail(code: str, reason: str) -> None:

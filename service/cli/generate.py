@@ -12,7 +12,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING, TextIO
 
-from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, Commands, error_line
+from service.cli.base import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, error_line
 from service.cli.plan import FORMATS, Job, plan_batch, staged, write_events
 from service.config import Settings
 from service.errors import FoleyError, InvalidInput
@@ -25,18 +25,14 @@ if TYPE_CHECKING:
     from service.pipeline.loading import Engine
 
 logger = logging.getLogger("service.cli")
+NAME, HELP = "generate", "render the Foley of videos (files or folders), the model loaded once"
 LOG_LEVEL = logging.WARNING
 # The engine reports progress as a fraction, not the clip's length, so the bar is shown once a
 # render has taken this long: short clips finish before it appears.
 PROGRESS_DELAY_S = 2.0
 
 
-def add(commands: Commands, common: argparse.ArgumentParser) -> None:
-    """`foley generate`'s arguments."""
-    generate = commands.add_parser(
-        "generate", parents=[common],
-        help="render the Foley of videos (files or folders), the model loaded once",
-    )  # fmt: skip
+def arguments(generate: argparse.ArgumentParser) -> None:
     generate.add_argument("inputs", type=Path, nargs="+", metavar="INPUT",
                           help="video files, or folders of them")  # fmt: skip
     generate.add_argument(
@@ -66,7 +62,6 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
         help="video outputs: the Foley alone (by default the input's own audio is kept, copied, "
         "and the Foley added as one more track)",
     )  # fmt: skip
-    generate.set_defaults(run=run, log_level=LOG_LEVEL)
 
 
 def run(args: argparse.Namespace) -> int:

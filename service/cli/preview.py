@@ -6,19 +6,15 @@ import argparse
 import logging
 from pathlib import Path
 
-from service.cli.base import EXIT_OK, Commands
+from service.cli.base import EXIT_OK
 from service.errors import FoleyError, InvalidInput
 from service.pipeline.types import DEFAULT_OPTIONS, SAMPLE_RATES
 
+NAME, HELP = "preview", "stream a video file to a running service's live preview, in real time"
 LOG_LEVEL = logging.WARNING
 
 
-def add(commands: Commands, common: argparse.ArgumentParser) -> None:
-    """`foley preview`'s arguments."""
-    preview = commands.add_parser(
-        "preview", parents=[common],
-        help="stream a video file to a running service's live preview, in real time",
-    )  # fmt: skip
+def arguments(preview: argparse.ArgumentParser) -> None:
     preview.add_argument("input", type=Path, help="video file")
     preview.add_argument("--url", default="ws://127.0.0.1:8000/v1/preview")
     preview.add_argument(
@@ -31,7 +27,6 @@ def add(commands: Commands, common: argparse.ArgumentParser) -> None:
     preview.add_argument("--speed", type=float, default=1.0, help="1 = real time, 0 = flat out")
     preview.add_argument("--api-key", help="when the service requires one")
     preview.add_argument("-o", "--output", type=Path, help="also write the Foley to this WAV")
-    preview.set_defaults(run=run, log_level=LOG_LEVEL)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -80,9 +75,9 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-class ServiceUnreachable(FoleyError):
-    code = "service_unreachable"
+class ServiceUnreachable(FoleyError, code="service_unreachable"):
+    pass
 
 
-class PreviewRefused(FoleyError):
-    code = "preview_refused"
+class PreviewRefused(FoleyError, code="preview_refused"):
+    pass

@@ -5,18 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 
-from service.cli.base import EXIT_OK, Commands
+from service.cli.base import EXIT_OK
 from service.config import Settings
 
+NAME, HELP = "serve", "run the HTTP API"
 LOG_LEVEL = logging.INFO
 
 
-def add(commands: Commands, common: argparse.ArgumentParser) -> None:
-    """`foley serve`'s arguments."""
-    serve = commands.add_parser("serve", parents=[common], help="run the HTTP API")
+def arguments(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--host", help="bind address (default: FOLEY_HOST or 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: FOLEY_PORT or 8000)")
-    serve.set_defaults(run=run, log_level=LOG_LEVEL)
 
 
 def run(args: argparse.Namespace) -> int:

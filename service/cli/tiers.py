@@ -8,7 +8,7 @@ from pathlib import Path
 from time import perf_counter
 from typing import TYPE_CHECKING
 
-from service.cli.base import EXIT_OK, Commands
+from service.cli.base import EXIT_OK
 from service.config import Settings
 from service.errors import ModelConfigError
 from service.pipeline.loading import load_engine
@@ -18,15 +18,13 @@ from service.pipeline.types import RenderOptions
 if TYPE_CHECKING:
     from service.pipeline.loading import Engine
 
+NAME, HELP = "tiers", "list the model tiers"
 LOG_LEVEL = logging.WARNING
 SPEED_CLIP_S, SPEED_SIZE = 4.0, (640, 360)  # what each tier is timed on
 
 
-def add(commands: Commands, common: argparse.ArgumentParser) -> None:
-    """`foley tiers`'s arguments."""
-    tiers = commands.add_parser("tiers", parents=[common], help="list the model tiers")
+def arguments(tiers: argparse.ArgumentParser) -> None:
     tiers.add_argument("--no-speed", action="store_true", help="skip timing each tier")
-    tiers.set_defaults(run=run, log_level=LOG_LEVEL)
 
 
 def run(args: argparse.Namespace) -> int:

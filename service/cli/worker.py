@@ -6,23 +6,18 @@ import argparse
 import logging
 import os
 
-from service.cli.base import EXIT_OK, Commands
+from service.cli.base import EXIT_OK
 from service.config import Settings
 from service.errors import InvalidInput
 
+NAME, HELP = "worker", "run a Celery worker for export jobs (needs FOLEY_BROKER_URL)"
 LOG_LEVEL = logging.INFO
 
 
-def add(commands: Commands, common: argparse.ArgumentParser) -> None:
-    """`foley worker`'s arguments."""
-    worker = commands.add_parser(
-        "worker", parents=[common],
-        help="run a Celery worker for export jobs (needs FOLEY_BROKER_URL)",
-    )  # fmt: skip
+def arguments(worker: argparse.ArgumentParser) -> None:
     worker.add_argument(
         "--concurrency", type=int, help="render processes (default: FOLEY_EXPORT_WORKERS)"
     )
-    worker.set_defaults(run=run, log_level=LOG_LEVEL)
 
 
 def run(args: argparse.Namespace) -> int:

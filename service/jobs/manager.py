@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar
 
 import redis
 
@@ -40,38 +40,28 @@ class JobQueue(Protocol):
     def close(self) -> None: ...
 
 
-class JobNotFound(FoleyError):
-    code = "job_not_found"
-    http_status = 404
+class JobNotFound(FoleyError, code="job_not_found", status=404):
+    pass
 
 
-class JobConflict(FoleyError):
+class JobConflict(FoleyError, code="job_conflict", status=409):
     """The job is not in a state that allows this (a result before it is done, ...)."""
 
-    code = "job_conflict"
-    http_status = 409
 
-
-class ResultExpired(FoleyError):
-    code = "result_expired"
-    http_status = 410
+class ResultExpired(FoleyError, code="result_expired", status=410):
+    pass
 
 
 class QueueFull(Busy):
     pass
 
 
-class KeyQueueFull(FoleyError):
+class KeyQueueFull(FoleyError, code="key_queue_full", status=429, headers={"Retry-After": "5"}):
     """One API key holds its whole share of the export queue."""
 
-    code = "key_queue_full"
-    http_status = 429
-    headers: ClassVar[dict[str, str]] = {"Retry-After": "5"}
 
-
-class QueueUnavailable(FoleyError):
-    code = "queue_unavailable"
-    http_status = 503
+class QueueUnavailable(FoleyError, code="queue_unavailable", status=503):
+    pass
 
 
 def _store_errors(method: Callable[P, R]) -> Callable[P, R]:

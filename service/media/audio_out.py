@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 from pathlib import Path
-from types import TracebackType
 from typing import Literal, Protocol
 
 import av
@@ -79,12 +78,7 @@ class Sink(Protocol):
 
     def __enter__(self) -> Sink: ...
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None: ...
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None: ...
 
 
 class AudioWriter:
@@ -111,12 +105,7 @@ class AudioWriter:
     def __enter__(self) -> AudioWriter:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def write(self, samples: np.ndarray) -> None:

@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from multiprocessing.context import ForkServerContext
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -151,12 +150,7 @@ class DecodeStream:
     def __enter__(self) -> DecodeStream:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __iter__(self) -> Iterator[FrameBatch]:

@@ -37,7 +37,6 @@ import math
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import TracebackType
 from typing import IO
 
 import av
@@ -193,18 +192,13 @@ class LevelledSink:
         self._meter.push(samples)
         self._samples += len(samples)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         try:
             if exc_type is None:
                 with self.output as output:
                     self._level(output)
             else:
-                self.output.__exit__(exc_type, exc, tb)
+                self.output.__exit__(exc_type, *rest)
         finally:
             self._spool.close()
 

@@ -30,7 +30,6 @@ import math
 from collections.abc import Iterator
 from fractions import Fraction
 from pathlib import Path
-from types import TracebackType
 from typing import Literal, cast
 
 import av
@@ -140,12 +139,7 @@ class FoleyMuxer:
             )
         return tuple(notes)
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is not None:
             try:
                 self._closers.close()

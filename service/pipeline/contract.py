@@ -73,26 +73,35 @@ class MelSpec:
     log_floor: float
 
 
-@dataclass(frozen=True)
-class TierConfig:
+@dataclass(frozen=True, kw_only=True)
+class TierHeader:
+    """What every kind of tier states besides its stages (service.pipeline.tier.Tier says what
+    each field means)."""
+
     name: str
     version: str
     path: Path
-    fps: int
     width: int
     height: int
     sample_rate: int
+    digest: str = ""
+    live_gain_db: float = 0.0
+    gpu_precision: dict[str, str] = field(default_factory=dict)
+
+    def num_samples(self, duration_s: float) -> int:
+        return round(duration_s * self.sample_rate)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TierConfig(TierHeader):
+    fps: int
     hop: int
     mel: MelSpec
     feature_dim: int
     encoder: StageSpec
     generator: StageSpec
     vocoder: StageSpec
-    # digest, live_gain_db, gpu_precision: as service.pipeline.tier.Tier states them
-    digest: str = ""
-    kind: str = "frames"  # model frames at a fixed rate (contacts tiers: contacts.tier)
-    live_gain_db: float = 0.0
-    gpu_precision: dict[str, str] = field(default_factory=dict)
+    kind: str = "frames"  # model frames at a fixed rate (the event kinds: EventTier)
 
     @property
     def mels_per_frame(self) -> int:
@@ -123,8 +132,19 @@ class TierConfig:
         """Model frames covering `duration_s` (the last one may be partial)."""
         return max(1, math.ceil(duration_s * self.fps - 1e-6))
 
-    def num_samples(self, duration_s: float) -> int:
-        return round(duration_s * self.sample_rate)
+
+@dataclass(frozen=True, kw_only=True)
+class EventTier(TierHeader):
+    """The rules the event kinds (contacts, motion) share: the picture keeps its shape, each
+    frame is taken at its own time."""
+
+    @property
+    def letterbox(self) -> bool:
+        return True
+
+    @property
+    def model_fps(self) -> None:
+        return None
 
 
 def _stage(name: str, raw: dict[str, Any]) -> StageSpec:
@@ -147,6 +167,35 @@ def stateless_stage(name: str, raw: dict[str, Any]) -> StageSpec:
     return StageSpec(name, raw["file"], raw["inputs"], raw["outputs"], {}, 0, 0)
 
 
+def read_config(models_dir: Path, tier: str, kind: str | None = None) -> dict[str, Any]:
+    """The tier's config.json; `kind`: the kind it must state (None: any)."""
+    config_file = Path(models_dir) / tier / "config.json"
+    if not config_file.is_file():
+        raise FileNotFoundError(f"tier {tier!r}: no config.json in {config_file.parent}")
+    raw: dict[str, Any] = json.loads(config_file.read_text())
+    if kind is not None and raw.get("kind", "frames") != kind:
+        raise ValueError(f"tier {tier!r} is not a {kind} tier")
+    return raw
+
+
+def header(models_dir: Path, tier: str, raw: dict[str, Any], graphs: list[str]) -> dict[str, Any]:
+    """`raw`'s TierHeader, as the keywords of a tier's fields; `graphs`: its stages' files, which
+    the digest covers with the config."""
+    path = Path(models_dir) / tier
+    audio, video = raw["audio"], raw["video"]
+    return dict(
+        name=raw["name"],
+        version=raw["version"],
+        path=path,
+        width=int(video["width"]),
+        height=int(video["height"]),
+        sample_rate=int(audio["sample_rate"]),
+        digest=_digest(path / "config.json", [path / g for g in graphs]),
+        live_gain_db=float(audio.get("live_gain_db", 0.0)),
+        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
+    )
+
+
 def _digest(config_file: Path, graphs: list[Path]) -> str:
     digest = hashlib.sha256()
     for path in (config_file, *graphs):
@@ -155,20 +204,11 @@ def _digest(config_file: Path, graphs: list[Path]) -> str:
 
 
 def load_frames_tier(models_dir: Path, tier: str) -> TierConfig:
-    path = Path(models_dir) / tier
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"tier {tier!r}: no config.json in {path}")
-    raw = json.loads(config_file.read_text())
-    video, audio, stages = raw["video"], raw["audio"], raw["stages"]
+    raw = read_config(models_dir, tier, "frames")
+    audio, stages = raw["audio"], raw["stages"]
     config = TierConfig(
-        name=raw["name"],
-        version=raw["version"],
-        path=path,
-        fps=int(video["fps"]),
-        width=int(video["width"]),
-        height=int(video["height"]),
-        sample_rate=int(audio["sample_rate"]),
+        **header(models_dir, tier, raw, [stages[name]["file"] for name in STAGE_NAMES]),
+        fps=int(raw["video"]["fps"]),
         hop=int(audio["hop"]),
         mel=MelSpec(
             n_mels=int(audio["n_mels"]),
@@ -181,9 +221,6 @@ def load_frames_tier(models_dir: Path, tier: str) -> TierConfig:
         encoder=_stage("encoder", stages["encoder"]),
         generator=_stage("generator", stages["generator"]),
         vocoder=_stage("vocoder", stages["vocoder"]),
-        digest=_digest(config_file, [path / stages[name]["file"] for name in STAGE_NAMES]),
-        live_gain_db=float(audio.get("live_gain_db", 0.0)),
-        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )
     if config.sample_rate % (config.hop * config.fps):
         raise ValueError(f"tier {tier!r}: sample_rate must be a multiple of hop * fps")

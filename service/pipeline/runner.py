@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 
@@ -28,7 +28,8 @@ from service.pipeline.backends.base import Backend
 from service.pipeline.contacts.render import first_sample
 from service.pipeline.contacts.synth import ContactSynth, locate
 from service.pipeline.contacts.tier import ContactTier
-from service.pipeline.contract import TierConfig
+from service.pipeline.contract import EventTier, TierConfig
+from service.pipeline.event_stream import EventStream
 from service.pipeline.motion.synth import MotionSynth, measured
 from service.pipeline.motion.tier import MotionTier
 from service.pipeline.preprocess import FrameResampler, ModelFrames
@@ -57,6 +58,8 @@ class Piece:
 NOTHING = Piece(np.zeros(0, np.float32), [])
 Rounds = Iterator[list[Piece]]
 StreamT = TypeVar("StreamT")  # a runner's own kind of stream
+AnyEventStream = EventStream[Any, Any]
+EventTierT = TypeVar("EventTierT", bound=EventTier)
 
 
 class Runner(Protocol[StreamT]):
@@ -202,34 +205,30 @@ class FrameRateRunner:
         return int(event) * self.tier.hop / self.tier.sample_rate
 
 
-class _EventRunner:
-    """The kinds whose streams place each event on its sample (ContactSynth, MotionSynth)."""
+class _EventRunner(Generic[EventTierT]):
+    """The kinds whose streams place each event on its sample (service.pipeline.event_stream)."""
 
-    tier: ContactTier | MotionTier
-
-    def __init__(self, timer: StageTimer) -> None:
-        self.timer = timer
+    def __init__(self, tier: EventTierT, backend: Backend, timer: StageTimer) -> None:
+        self.tier, self.backend, self.timer = tier, backend, timer
         self.reuse = ReuseStats()  # these kinds keep no caches: always none
 
-    def t0(self, stream: ContactSynth | MotionSynth) -> float | None:
+    def t0(self, stream: AnyEventStream) -> float | None:
         return stream.t0
 
-    def frames(self, stream: ContactSynth | MotionSynth) -> int:
+    def frames(self, stream: AnyEventStream) -> int:
         return stream.frames
 
-    def markers(self, stream: ContactSynth | MotionSynth) -> tuple[ContactMarker, ...]:
+    def markers(self, stream: AnyEventStream) -> tuple[ContactMarker, ...]:
         return stream.markers
 
-    def finish(
-        self, streams: Sequence[ContactSynth | MotionSynth], durations_s: list[float]
-    ) -> Rounds:
-        glides = [_glides(s) for s in streams]
+    def finish(self, streams: Sequence[AnyEventStream], durations_s: list[float]) -> Rounds:
+        glides = [len(s.glide_markers) for s in streams]
         audio = [s.finish(d) for s, d in zip(streams, durations_s, strict=True)]
         return self._rounds(streams, audio, glides)
 
     def _rounds(
         self,
-        streams: Sequence[ContactSynth | MotionSynth],
+        streams: Sequence[AnyEventStream],
         audio: list[Iterator[np.ndarray]],
         sent: list[int],
     ) -> Rounds:
@@ -244,7 +243,7 @@ class _EventRunner:
             yield [NOTHING if o is None else o for o in out]
 
     def _piece(
-        self, synth: ContactSynth | MotionSynth, audio: Iterator[np.ndarray], sent: int
+        self, synth: AnyEventStream, audio: Iterator[np.ndarray], sent: int
     ) -> tuple[Piece | None, int]:
         """The stream's next piece of audio and the onsets inside it: an event is decided
         before its samples are final, so its onset goes out with the piece that holds its first
@@ -259,21 +258,14 @@ class _EventRunner:
             for f, n in ((f, first_sample(f.event.time_s, rate)) for f in synth.fired[-64:])
             if start <= n < end
         ]
-        if isinstance(synth, MotionSynth):
-            made = synth.layer.markers[sent:]
-            sent += len(made)
-            onsets += [Onset(first_sample(m.time_s, rate), m) for m in made]
+        made = synth.glide_markers[sent:]
+        sent += len(made)
+        onsets += [Onset(first_sample(m.time_s, rate), m) for m in made]
         onsets.sort(key=lambda o: o.sample)
         return Piece(piece, onsets), sent
 
 
-class ContactRunner(_EventRunner):
-    tier: ContactTier
-
-    def __init__(self, tier: ContactTier, backend: Backend, timer: StageTimer) -> None:
-        super().__init__(timer)
-        self.tier, self.backend = tier, backend
-
+class ContactRunner(_EventRunner[ContactTier]):
     def open(self) -> ContactSynth:
         return ContactSynth(self.tier, self.backend, timer=self.timer)
 
@@ -291,13 +283,7 @@ class ContactRunner(_EventRunner):
         return self._rounds(streams, audio, [0] * len(streams))
 
 
-class MotionRunner(_EventRunner):
-    tier: MotionTier
-
-    def __init__(self, tier: MotionTier, backend: Backend, timer: StageTimer) -> None:
-        super().__init__(timer)
-        self.tier, self.backend = tier, backend
-
+class MotionRunner(_EventRunner[MotionTier]):
     def open(self) -> MotionSynth:
         return MotionSynth(self.tier, self.backend, timer=self.timer)
 
@@ -306,7 +292,7 @@ class MotionRunner(_EventRunner):
     ) -> Rounds:
         """Every stream's frames are observed first, so that their flow is measured at once
         while each stream's head reads the frames before."""
-        glides = [_glides(s) for s in streams]
+        glides = [len(s.glide_markers) for s in streams]
         observed = [s.observe(*f) for s, f in zip(streams, frames, strict=True)]
         intervals = measured([o for seen in observed for o in seen], self.timer)
         audio = [
@@ -314,8 +300,3 @@ class MotionRunner(_EventRunner):
             for s, seen in zip(streams, observed, strict=True)
         ]
         return self._rounds(streams, audio, glides)
-
-
-def _glides(synth: ContactSynth | MotionSynth) -> int:
-    """How many rolling and sliding markers the stream has made."""
-    return len(synth.layer.markers) if isinstance(synth, MotionSynth) else 0

@@ -5,13 +5,12 @@ service.pipeline.motion.tier ("motion")."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
 from service.pipeline.contacts.tier import ContactTier, load_contact_tier
-from service.pipeline.contract import StageSpec, TierConfig, load_frames_tier
+from service.pipeline.contract import StageSpec, TierConfig, load_frames_tier, read_config
 from service.pipeline.motion.tier import MotionTier, load_motion_tier
 
 
@@ -76,10 +75,7 @@ LOADERS: dict[str, Callable[[Path, str], TierConfig | ContactTier | MotionTier]]
 
 def load_tier(models_dir: Path, name: str) -> TierConfig | ContactTier | MotionTier:
     """The tier `name` of the folder `models_dir`, by the kind its config states."""
-    config = Path(models_dir) / name / "config.json"
-    if not config.is_file():
-        raise FileNotFoundError(f"tier {name!r}: no config.json in {config.parent}")
-    kind = json.loads(config.read_text()).get("kind", "frames")
+    kind = read_config(models_dir, name).get("kind", "frames")
     if kind not in LOADERS:
         raise ValueError(f"tier {name!r}: unknown kind {kind!r} (known: {', '.join(LOADERS)})")
     return LOADERS[kind](Path(models_dir), name)

@@ -44,9 +44,10 @@ from service.pipeline.contacts.events import MERGE_S
 from service.pipeline.contacts.features import history, tracks_features
 from service.pipeline.contacts.picture import PictureBox
 from service.pipeline.contacts.refine import steady
-from service.pipeline.contacts.render import Event, EventRenderer, ModalVoices, emit
+from service.pipeline.contacts.render import Event, EventRenderer, ModalVoices
 from service.pipeline.contacts.tier import ContactTier
 from service.pipeline.contacts.tracking import Detections, Track, Tracker
+from service.pipeline.event_stream import EventStream
 from service.pipeline.streaming import StageTimer
 from service.pipeline.types import ContactMarker
 
@@ -113,31 +114,26 @@ class FiredEvent:
     probability: float
 
 
-class ContactSynth:
-    """One stream: `push(pts_s, rgb)` frames in time order (rgb letterboxed to the tier's size),
-    then `finish(duration_s)`; both yield float32 audio chunks at the tier's sample rate, sample 0
-    at the first frame."""
+class ContactSynth(EventStream[ContactTier, FiredEvent]):
+    """The `contacts` kind's stream (service.pipeline.event_stream): objects located, tracked
+    and their contacts decided by the head, each voiced by its material's modes."""
 
     def __init__(
         self, tier: ContactTier, backend: Backend, *, timer: StageTimer | None = None
     ) -> None:
-        self.tier, self.backend = tier, backend
-        self.timer = timer or StageTimer()
+        renderer = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
+        super().__init__(tier, backend, renderer, timer)
         self.config = tier.head_config
         self.keep = history(self.config) + 2
         self.cuts = CutDetector()
         self.picture = PictureBox()
         self.tracker = Tracker()
-        self.renderer = EventRenderer(ModalVoices(tier.renderer, tier.sample_rate))
-        self.t0: float | None = None
         self.times: list[float] = []  # the last few frame times, from t0
         self.previous: np.ndarray | None = None
         self.states: dict[int, _TrackState] = {}
-        self.fired: list[FiredEvent] = []
         self._kept: list[float] = []  # recent event times, for merging across tracks
         self._shot_frames = 0  # frames since the last cut
         self._settled_s = -np.inf  # events before this time (after a cut) stay silent
-        self.frames = 0
 
     @property
     def event_times_s(self) -> tuple[float, ...]:
@@ -299,10 +295,3 @@ class ContactSynth:
         if len(t) < 2 + la:
             return 0.0
         return max(0.0, 2 * t[-2 - la] - t[-1 - la])
-
-    def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
-        """The audio up to `until_s`, a second at most at a time: a long gap between two
-        frames is that much audio, never held at once."""
-        yield from emit(
-            self.renderer, round(until_s * self.tier.sample_rate), self.timer, last=last
-        )

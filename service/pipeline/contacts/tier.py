@@ -18,8 +18,7 @@ Frames are taken at their own presentation times; nothing is resampled to a fixe
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from service.pipeline.contacts.features import HeadConfig
 from service.pipeline.contacts.strength import NAMES, StrengthModel, design
-from service.pipeline.contract import StageSpec, _digest, stateless_stage
+from service.pipeline.contract import EventTier, StageSpec, header, read_config, stateless_stage
 
 KIND = "contacts"
 
@@ -52,35 +51,18 @@ class RendererSpec:
     voice_size_m: float  # the size of object whose modes the voices hold
 
 
-@dataclass(frozen=True)
-class ContactTier:
-    name: str
-    version: str
-    path: Path
-    width: int
-    height: int
-    sample_rate: int
+@dataclass(frozen=True, kw_only=True)
+class ContactTier(EventTier):
     localiser: StageSpec
     head: StageSpec
     head_config: HeadConfig
     strength: StrengthModel
     renderer: RendererSpec
-    digest: str = ""
     kind: str = KIND
-    live_gain_db: float = 0.0  # as service.pipeline.tier.Tier
-    gpu_precision: dict[str, str] = field(default_factory=dict)  # as service.pipeline.tier.Tier
 
     @property
     def stages(self) -> tuple[StageSpec, StageSpec]:
         return (self.localiser, self.head)
-
-    @property
-    def letterbox(self) -> bool:
-        return True
-
-    @property
-    def model_fps(self) -> None:
-        return None
 
     @property
     def lookahead_frames(self) -> int:
@@ -89,9 +71,6 @@ class ContactTier:
     @property
     def materials(self) -> tuple[str, ...]:
         return tuple(v.material for v in self.renderer.voices)
-
-    def num_samples(self, duration_s: float) -> int:
-        return round(duration_s * self.sample_rate)
 
 
 def renderer_spec(render: dict[str, Any]) -> RendererSpec:
@@ -120,40 +99,24 @@ def renderer_spec(render: dict[str, Any]) -> RendererSpec:
 def load_contact_tier(models_dir: Path, tier: str, *, strength: bool = True) -> ContactTier:
     """`strength=False`: the tier before its impulse estimate is fitted (the fitter's own use;
     every event then has impulse 1)."""
-    path = Path(models_dir) / tier
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"tier {tier!r}: no config.json in {path}")
-    raw = json.loads(config_file.read_text())
-    if raw.get("kind") != KIND:
-        raise ValueError(f"tier {tier!r} is not a {KIND} tier")
-    stages, video = raw["stages"], raw["video"]
-    render = stages["renderer"]
+    raw = read_config(models_dir, tier, KIND)
+    stages = raw["stages"]
     fitted = "strength" in stages and tuple(stages["strength"]["features"]) == NAMES
     if strength and not fitted:
         raise ValueError(
-            f"tier {tier!r}: no impulse estimate for these features in {config_file} "
+            f"tier {tier!r}: no impulse estimate for these features in its config.json "
             "(python -m engines.tracks.strength --write)"
         )
-    renderer = renderer_spec(render)
-    voices = renderer.voices
+    renderer = renderer_spec(stages["renderer"])
     return ContactTier(
-        name=raw["name"],
-        version=raw["version"],
-        path=path,
-        width=int(video["width"]),
-        height=int(video["height"]),
-        sample_rate=int(raw["audio"]["sample_rate"]),
+        **header(models_dir, tier, raw, [stages[n]["file"] for n in ("localiser", "head")]),
         localiser=stateless_stage("localiser", stages["localiser"]),
         head=stateless_stage("head", stages["head"]),
         head_config=HeadConfig(**stages["head"]["config"]),
         strength=StrengthModel(
             tuple(stages["strength"]["weights"])
             if fitted
-            else (0.0,) * len(design(np.zeros(4), 0, len(voices)))
+            else (0.0,) * len(design(np.zeros(4), 0, len(renderer.voices)))
         ),
         renderer=renderer,
-        digest=_digest(config_file, [path / stages[n]["file"] for n in ("localiser", "head")]),
-        live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
-        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )

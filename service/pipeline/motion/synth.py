@@ -22,7 +22,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from service.pipeline.backends.base import Backend
-from service.pipeline.contacts.render import Event, EventRenderer, emit
+from service.pipeline.contacts.render import Event, EventRenderer
+from service.pipeline.event_stream import EventStream
 from service.pipeline.motion.detector import MotionDetector, Observed
 from service.pipeline.motion.events import Peak
 from service.pipeline.motion.flow import Interval, measure
@@ -47,23 +48,18 @@ class FiredEvent:
     named: bool  # whether the material is the head's (else the tier's default voice)
 
 
-class MotionSynth:
-    """One stream: `push(pts_s, rgb)` frames in time order (rgb letterboxed to the tier's size),
-    then `finish(duration_s)`; both yield float32 audio chunks at the tier's sample rate, sample 0
-    at the first frame."""
+class MotionSynth(EventStream[MotionTier, FiredEvent]):
+    """The `motion` kind's stream (service.pipeline.event_stream): contacts read from the
+    picture's motion by the head, each voiced by the vocoder, rolling and sliding by the glide
+    layer."""
 
     def __init__(
         self, tier: MotionTier, backend: Backend, *, timer: StageTimer | None = None
     ) -> None:
-        self.tier, self.backend = tier, backend
-        self.timer = timer or StageTimer()
-        self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
         self.layer = GlideLayer(tier.sample_rate)
         voices = NeuralVoices(tier.voice, tier.sample_rate, self._vocoder)
-        self.renderer = EventRenderer(voices, layer=self.layer)
-        self.t0: float | None = None
-        self.fired: list[FiredEvent] = []
-        self.frames = 0
+        super().__init__(tier, backend, EventRenderer(voices, layer=self.layer), timer)
+        self.detector = MotionDetector(tier.width, tier.height, self._head, tier.settings.threshold)
         self._last_s = -math.inf
 
     @property
@@ -71,6 +67,10 @@ class MotionSynth:
         """Impacts, and the starts and ends of rolling and sliding, in time order."""
         impacts = [self._marker(f) for f in self.fired]
         return tuple(sorted(impacts + self.layer.markers, key=lambda m: m.time_s))
+
+    @property
+    def glide_markers(self) -> list[ContactMarker]:
+        return self.layer.markers
 
     def marker_of(self, event: Event) -> ContactMarker:
         """The marker of a fired event (live onsets ask for recent ones: searched from the end)."""
@@ -149,13 +149,6 @@ class MotionSynth:
         for g in self.detector.take_glides():
             start, end = max(0.0, g.start_s + offset), max(0.0, g.end_s + offset)
             self.layer.add(replace(g, start_s=start, end_s=end))
-
-    def _emit(self, until_s: float, *, last: bool = False) -> Iterator[np.ndarray]:
-        """The audio up to `until_s`, a second at most at a time: a long gap between two
-        frames is that much audio, never held at once."""
-        yield from emit(
-            self.renderer, round(until_s * self.tier.sample_rate), self.timer, last=last
-        )
 
 
 def measured(observed: list[Observed], timer: StageTimer) -> Iterator[Interval | None]:

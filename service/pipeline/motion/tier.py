@@ -18,11 +18,10 @@ resampled to a fixed rate.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from service.pipeline.contract import StageSpec, _digest, stateless_stage
+from service.pipeline.contract import EventTier, StageSpec, header, read_config, stateless_stage
 from service.pipeline.motion.window import AHEAD
 
 KIND = "motion"
@@ -47,34 +46,17 @@ class VocoderSettings:
     gain: float  # the mix's scale before the limiter
 
 
-@dataclass(frozen=True)
-class MotionTier:
-    name: str
-    version: str
-    path: Path
-    width: int
-    height: int
-    sample_rate: int
+@dataclass(frozen=True, kw_only=True)
+class MotionTier(EventTier):
     head: StageSpec
     settings: HeadSettings
     vocoder: StageSpec
     voice: VocoderSettings
-    digest: str = ""
     kind: str = KIND
-    live_gain_db: float = 0.0  # as service.pipeline.tier.Tier
-    gpu_precision: dict[str, str] = field(default_factory=dict)  # as service.pipeline.tier.Tier
 
     @property
     def stages(self) -> tuple[StageSpec, StageSpec]:
         return (self.head, self.vocoder)
-
-    @property
-    def letterbox(self) -> bool:
-        return True
-
-    @property
-    def model_fps(self) -> None:
-        return None
 
     @property
     def lookahead_frames(self) -> int:
@@ -84,19 +66,10 @@ class MotionTier:
     def materials(self) -> tuple[str, ...]:
         return self.voice.materials
 
-    def num_samples(self, duration_s: float) -> int:
-        return round(duration_s * self.sample_rate)
-
 
 def load_motion_tier(models_dir: Path, tier: str) -> MotionTier:
-    path = Path(models_dir) / tier
-    config_file = path / "config.json"
-    if not config_file.is_file():
-        raise FileNotFoundError(f"tier {tier!r}: no config.json in {path}")
-    raw = json.loads(config_file.read_text())
-    if raw.get("kind") != KIND:
-        raise ValueError(f"tier {tier!r} is not a {KIND} tier")
-    stages, video = raw["stages"], raw["video"]
+    raw = read_config(models_dir, tier, KIND)
+    stages = raw["stages"]
     head, vocoder = stages["head"], stages["vocoder"]
     settings = HeadSettings(**head["config"])
     v = vocoder["config"]
@@ -111,17 +84,9 @@ def load_motion_tier(models_dir: Path, tier: str) -> MotionTier:
     if settings.default_material not in voice.materials:
         raise ValueError(f"tier {tier!r}: no voice for {settings.default_material!r}")
     return MotionTier(
-        name=raw["name"],
-        version=raw["version"],
-        path=path,
-        width=int(video["width"]),
-        height=int(video["height"]),
-        sample_rate=int(raw["audio"]["sample_rate"]),
+        **header(models_dir, tier, raw, [head["file"], vocoder["file"]]),
         head=stateless_stage("head", head),
         settings=settings,
         vocoder=stateless_stage("vocoder", vocoder),
         voice=voice,
-        digest=_digest(config_file, [path / head["file"], path / vocoder["file"]]),
-        live_gain_db=float(raw["audio"].get("live_gain_db", 0.0)),
-        gpu_precision=dict(raw.get("gpu", {}).get("precision", {})),
     )
