@@ -5,9 +5,9 @@ session; the connection itself runs in service.preview.connection."""
 
 from __future__ import annotations
 
-import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -23,8 +23,8 @@ from service.api.state import ServiceState
 from service.context import REQUEST_ID
 from service.errors import FoleyError, echo, validation_reason
 from service.preview import protocol as p
-from service.preview.connection import Close, Connection, Outbox, close_socket, deliverer
-from service.preview.worker import Full, PreviewWorker, Session
+from service.preview.connection import Close, Connection, close_socket
+from service.preview.worker import PreviewWorker
 
 logger = logging.getLogger(__name__)
 router = APIRouter()
@@ -47,69 +47,27 @@ async def preview(ws: WebSocket) -> None:
         await ws.close(p.CLOSE_POLICY, refusal)  # before accept: the handshake gets HTTP 403
         return
     await ws.accept()
-    held = _Held()
+    connection: Connection | None = None
     try:
-        outbox = await _open(ws, state, held)
-        assert held.worker is not None and held.session is not None
-        await Connection(
-            ws, held.worker, held.session, outbox, settings=state.settings,
+        config = await _receive_config(ws, state)
+        tenant = _tenant(ws, config, state.settings.api_keys)
+        worker = _worker(state)
+        with _tenant_slot(state, tenant), Connection.open(
+            ws, worker, config, settings=state.settings,
             max_frame_bytes=_max_frame_bytes(state), sent=_counter(state.metrics),
-        ).serve()  # fmt: skip
+        ) as connection:  # fmt: skip
+            await ws.send_text(_ready(state, connection).model_dump_json())
+            state.metrics.preview_sessions.labels("opened").inc()
+            with state.metrics.preview_open.track_inprogress():
+                await connection.serve()
     except Close as close:
-        if held.session is None:
+        if connection is None:
             state.metrics.preview_sessions.labels(close.problem.code).inc()
         await close_socket(ws, close)
     except WebSocketDisconnect:
         pass
     except Exception:
-        await close_socket(ws, _internal(held.session.id if held.session else None))
-    finally:
-        held.release(state)
-
-
-@dataclasses.dataclass
-class _Held:
-    """What a connection holds until it ends: its tenant's session slot, its worker session."""
-
-    tenant: str | None = None
-    worker: PreviewWorker | None = None
-    session: Session | None = None
-
-    def release(self, state: ServiceState) -> None:
-        if self.worker is not None and self.session is not None:
-            self.worker.close(self.session)
-            state.metrics.preview_open.dec()
-        if self.tenant is not None:
-            state.preview_tenants[self.tenant] -= 1
-
-
-async def _open(ws: WebSocket, state: ServiceState, held: _Held) -> Outbox:
-    """The session: its config read and checked, its tenant's slot taken, the worker's session
-    opened and `ready` sent; what it takes is in `held` as soon as it is taken."""
-    config = await _receive_config(ws, state)
-    keys = state.settings.api_keys
-    if keys and "x-api-key" not in ws.headers and not valid_key(config.api_key or "", keys):
-        raise Close(
-            "unauthorized",
-            "a valid API key is required (x-api-key header, or api_key in the config)",
-            p.CLOSE_POLICY,
-        )
-    tenant = _tenant(ws, config, keys)
-    try:
-        worker = state.preview_worker()
-    except FoleyError as exc:
-        raise Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
-    outbox = Outbox(state.settings.preview_send_queue, state.settings.preview_send_queue_bytes)
-    _take_tenant_slot(state, tenant)
-    held.tenant, held.worker = tenant, worker
-    try:
-        held.session = worker.open(config, deliverer(outbox))
-    except Full as exc:
-        raise Close("busy", str(exc), p.CLOSE_BUSY) from None
-    await ws.send_text(_ready(state, worker, held.session).model_dump_json())
-    state.metrics.preview_sessions.labels("opened").inc()
-    state.metrics.preview_open.inc()
-    return outbox
+        await close_socket(ws, _internal(connection.session.id if connection else None))
 
 
 def _internal(session: str | None) -> Close:
@@ -120,14 +78,29 @@ def _internal(session: str | None) -> Close:
 
 
 def _tenant(ws: WebSocket, config: p.SessionConfig, keys: list[str]) -> str:
-    """The session's tenant, from the key it was let in with (header, else config)."""
+    """The session's tenant, from the key it was let in with: the header's (checked at the
+    handshake), else the config's."""
+    if keys and "x-api-key" not in ws.headers and not valid_key(config.api_key or "", keys):
+        raise Close(
+            "unauthorized",
+            "a valid API key is required (x-api-key header, or api_key in the config)",
+            p.CLOSE_POLICY,
+        )
     key = ws.headers.get("x-api-key", config.api_key or "")
     return tenant_of({"x-api-key": key}, keys)
 
 
-def _take_tenant_slot(state: ServiceState, tenant: str) -> None:
+def _worker(state: ServiceState) -> PreviewWorker:
+    try:
+        return state.preview_worker()
+    except FoleyError as exc:
+        raise Close(exc.code, exc.reason, p.CLOSE_BUSY) from None
+
+
+@contextmanager
+def _tenant_slot(state: ServiceState, tenant: str) -> Iterator[None]:
     """With API keys, one key holds at most its share of the sessions (the event loop's own
-    count: no lock needed)."""
+    count: no lock needed); the slot is the session's until it ends."""
     settings = state.settings
     held = state.preview_tenants.get(tenant, 0)
     share = settings.key_cap(settings.preview_max_sessions, settings.preview_key_share)
@@ -138,6 +111,10 @@ def _take_tenant_slot(state: ServiceState, tenant: str) -> None:
             p.CLOSE_BUSY,
         )
     state.preview_tenants[tenant] = held + 1
+    try:
+        yield
+    finally:
+        state.preview_tenants[tenant] -= 1
 
 
 def _refusal(ws: WebSocket, state: ServiceState) -> str | None:
@@ -194,8 +171,9 @@ def _max_frame_bytes(state: ServiceState) -> int:
     return state.settings.preview_max_frame_pixels * 3
 
 
-def _ready(state: ServiceState, worker: PreviewWorker, session: Session) -> p.Ready:
-    tier, config = worker.tier, session.config
+def _ready(state: ServiceState, connection: Connection) -> p.Ready:
+    tier, session = connection.worker.tier, connection.session
+    config = session.config
     fps = tier.model_fps
     per_frame = None if fps is None else config.sample_rate // fps
     return p.Ready(

@@ -25,7 +25,7 @@ from service.jobs.metrics import JobMetrics
 from service.jobs.records import JobRecord
 from service.jobs.runner import end_job
 from service.jobs.storage import JobStorage
-from service.jobs.store import Caps, Full, JobStore
+from service.jobs.store import Caps, Full, JobStore, Transition
 
 log = logging.getLogger(__name__)
 P = ParamSpec("P")
@@ -154,7 +154,7 @@ class JobManager:
         cancelled = self._end(job_id, "cancelled", expect={"queued"}, cancel_requested=True)
         if cancelled is not None:
             return cancelled
-        flagged = self.store.transition(job_id, {"running"}, {"cancel_requested": True})
+        flagged = self.store.transition(job_id, Transition({"running"}, {"cancel_requested": True}))
         return flagged or self.get(tenant, job_id)
 
     @_store_errors
@@ -214,7 +214,10 @@ class JobManager:
             if now - seen <= lease:
                 continue
             back = self.store.transition(
-                job_id, {"running"}, {"state": "queued", "worker": None}, attempts=record.attempts
+                job_id,
+                Transition(
+                    {"running"}, {"state": "queued", "worker": None}, attempts=record.attempts
+                ),
             )
             if back is None:
                 continue

@@ -20,7 +20,7 @@ import os
 import secrets
 import socket
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import redis
@@ -31,7 +31,7 @@ from service.errors import DeviceOutOfMemory, FoleyError, Problem
 from service.jobs.metrics import JobMetrics
 from service.jobs.records import ACTIVE, JobRecord
 from service.jobs.storage import JobStorage
-from service.jobs.store import JobStore
+from service.jobs.store import JobStore, Transition
 from service.markers import markers_document, render_markers
 from service.pipeline.loading import Engine
 
@@ -92,16 +92,18 @@ def run_job(ctx: JobContext, job_id: str) -> JobRecord | None:
     now = time.time()
     started = store.transition(
         job_id,
-        ACTIVE,
-        {
-            "state": "running",
-            "attempts": record.attempts + 1,
-            "started_at": now,
-            "heartbeat_at": now,
-            "worker": ctx.worker,
-            "progress": 0.0,
-        },
-        attempts=record.attempts,
+        Transition(
+            ACTIVE,
+            {
+                "state": "running",
+                "attempts": record.attempts + 1,
+                "started_at": now,
+                "heartbeat_at": now,
+                "worker": ctx.worker,
+                "progress": 0.0,
+            },
+            attempts=record.attempts,
+        ),
     )
     if started is None:  # another delivery started it first, or it was cancelled
         return store.get(job_id)
@@ -156,7 +158,9 @@ def _attempt_in_context(ctx: JobContext, record: JobRecord) -> JobRecord | None:
         return _finish(ctx, record, stop.state, stop.error)
     except TRANSIENT_ERRORS as exc:
         log.warning("job %s: transient error, to be retried: %s", record.id, exc)
-        ctx.store.transition(record.id, {"running"}, {"state": "queued"}, attempts=record.attempts)
+        ctx.store.transition(
+            record.id, Transition({"running"}, {"state": "queued"}, attempts=record.attempts)
+        )
         raise TransientJobError(str(exc)) from exc
     except FoleyError as exc:  # the input's fault: trying again gives the same answer
         return _finish(ctx, record, "failed", Problem(exc.code, exc.reason))
@@ -178,9 +182,11 @@ def _progress(ctx: JobContext, record: JobRecord, deadline: float) -> Callable[[
     def report(fraction: float) -> None:
         now = ctx.store.transition(
             record.id,
-            {"running"},
-            {"progress": round(fraction, 4), "heartbeat_at": time.time()},
-            attempts=record.attempts,
+            Transition(
+                {"running"},
+                {"progress": round(fraction, 4), "heartbeat_at": time.time()},
+                attempts=record.attempts,
+            ),
         )
         if now is None:  # no longer this attempt's job: stop without touching it
             raise _Stop("lost")
@@ -222,7 +228,7 @@ def end_job(
     job_id: str,
     state: str,
     *,
-    expect: Iterable[str],
+    expect: Collection[str],
     error: Problem | None = None,
     attempts: int | None = None,
     metrics: JobMetrics | None = None,
@@ -234,10 +240,18 @@ def end_job(
     now = time.time()
     done = store.transition(
         job_id,
-        expect,
-        {"state": state, "error": error, "finished_at": now, "expires_at": now + ttl_s, **changes},
-        attempts=attempts,
-        ttl_s=ttl_s,
+        Transition(
+            expect,
+            {
+                "state": state,
+                "error": error,
+                "finished_at": now,
+                "expires_at": now + ttl_s,
+                **changes,
+            },
+            attempts=attempts,
+            ttl_s=ttl_s,
+        ),
     )
     if done is None:
         return None

@@ -18,7 +18,7 @@ import hashlib
 import json
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, is_dataclass
 from typing import Any, Protocol, cast
 
@@ -40,6 +40,19 @@ class Caps:
 NO_CAPS = Caps()
 
 
+@dataclass(frozen=True)
+class Transition:
+    """A compare-and-set step of a job's record: `changes` applied if its state is in `expect`
+    and, when `attempts` is given, its attempts equal it (a start, and each step of an attempt,
+    check that the job is still theirs). `ttl_s`: the record (and its idempotency key) expire
+    that long from now."""
+
+    expect: Collection[str]
+    changes: Mapping[str, Any]
+    attempts: int | None = None
+    ttl_s: float | None = None
+
+
 class Full(Exception):
     """A cap of `Caps` would be passed: `scope` is "total" or "tenant"."""
 
@@ -59,18 +72,8 @@ class JobStore(Protocol):
 
     def get(self, job_id: str) -> JobRecord | None: ...
 
-    def transition(
-        self,
-        job_id: str,
-        expect: Iterable[str],
-        changes: dict[str, Any],
-        *,
-        attempts: int | None = None,
-        ttl_s: float | None = None,
-    ) -> JobRecord | None:
-        """Apply `changes` if the job's state is in `expect` (and its attempts equal `attempts`
-        when given); returns the new record, or None if the job is missing or moved on.
-        `ttl_s`: the record (and its idempotency key) expire that long from now."""
+    def transition(self, job_id: str, step: Transition) -> JobRecord | None:
+        """The job's record after `step`, or None if the job is missing or moved on."""
         ...
 
     def delete(self, job_id: str) -> JobRecord | None:
@@ -127,25 +130,17 @@ class MemoryJobStore:
             item = self._records.get(job_id)
             return item[0] if item else None
 
-    def transition(
-        self,
-        job_id: str,
-        expect: Iterable[str],
-        changes: dict[str, Any],
-        *,
-        attempts: int | None = None,
-        ttl_s: float | None = None,
-    ) -> JobRecord | None:
+    def transition(self, job_id: str, step: Transition) -> JobRecord | None:
         with self._lock:
             item = self._records.get(job_id)
-            if item is None or item[0].state not in set(expect):
+            if item is None or item[0].state not in step.expect:
                 return None
             record, expires = item
-            if attempts is not None and record.attempts != attempts:
+            if step.attempts is not None and record.attempts != step.attempts:
                 return None
-            record = record.updated(**changes)
-            if ttl_s is not None:
-                expires = time.monotonic() + ttl_s
+            record = record.updated(**step.changes)
+            if step.ttl_s is not None:
+                expires = time.monotonic() + step.ttl_s
             self._records[job_id] = (record, expires)
             return record
 
@@ -313,25 +308,17 @@ class RedisJobStore:
         raw = cast("dict[bytes, bytes]", self.client.hgetall(self._key(job_id)))
         return _record(raw) if raw else None
 
-    def transition(
-        self,
-        job_id: str,
-        expect: Iterable[str],
-        changes: dict[str, Any],
-        *,
-        attempts: int | None = None,
-        ttl_s: float | None = None,
-    ) -> JobRecord | None:
-        expect = [json.dumps(s) for s in expect]
+    def transition(self, job_id: str, step: Transition) -> JobRecord | None:
+        expect = [json.dumps(s) for s in step.expect]
         raw = self._transition(
             keys=[self._key(job_id), self._active],
             args=[
                 job_id,
-                max(1, round(ttl_s)) if ttl_s is not None else 0,
-                "" if attempts is None else json.dumps(attempts),
+                max(1, round(step.ttl_s)) if step.ttl_s is not None else 0,
+                "" if step.attempts is None else json.dumps(step.attempts),
                 len(expect),
                 *expect,
-                *_flatten(changes),
+                *_flatten(step.changes),
             ],
         )
         if not raw:
@@ -374,7 +361,7 @@ class RedisJobStore:
         return "" if slot is None else f"{self.prefix}idem:{slot}"
 
 
-def _flatten(values: dict[str, Any]) -> list[str]:
+def _flatten(values: Mapping[str, Any]) -> list[str]:
     return [part for name, value in values.items() for part in (name, json.dumps(_plain(value)))]
 
 

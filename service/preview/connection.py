@@ -45,7 +45,8 @@ class Close(Exception):
 
 class Connection:
     """A session's socket, from `ready` to its end: `serve` runs its tasks; `sent(late_s)` is
-    told of each live chunk as it goes out (for the service's counters)."""
+    told of each live chunk as it goes out (for the service's counters). Holds the session's
+    outbox and its worker session (`open`)."""
 
     def __init__(
         self,
@@ -60,6 +61,35 @@ class Connection:
     ) -> None:
         self.ws, self.worker, self.session, self.outbox = ws, worker, session, outbox
         self.settings, self.max_frame_bytes, self.sent = settings, max_frame_bytes, sent
+
+    @classmethod
+    def open(
+        cls,
+        ws: WebSocket,
+        worker: PreviewWorker,
+        config: p.SessionConfig,
+        *,
+        settings: Settings,
+        max_frame_bytes: int,
+        sent: Callable[[float], None],
+    ) -> Connection:
+        """The connection of a new session of `worker`, which it closes when it ends (a
+        context manager)."""
+        outbox = Outbox(settings.preview_send_queue, settings.preview_send_queue_bytes)
+        try:
+            session = worker.open(config, deliverer(outbox))
+        except Full as exc:
+            raise Close("busy", str(exc), p.CLOSE_BUSY) from None
+        return cls(
+            ws, worker, session, outbox,
+            settings=settings, max_frame_bytes=max_frame_bytes, sent=sent,
+        )  # fmt: skip
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.worker.close(self.session)
 
     async def serve(self) -> None:
         """Receive, send and watch until the session ends; raises Close for an ending with a

@@ -16,7 +16,7 @@ from service.jobs.manager import JobManager
 from service.jobs.records import JobRecord, new_job_id
 from service.jobs.runner import JobContext, TransientJobError, give_up, run_job
 from service.jobs.storage import JobStorage
-from service.jobs.store import MemoryJobStore
+from service.jobs.store import MemoryJobStore, Transition
 from service.pipeline.types import RenderOptions
 from tests.jobs.test_api import SteppedEngine
 
@@ -90,7 +90,7 @@ def test_a_job_whose_worker_keeps_dying_fails_instead_of_looping(ctx):
     job_id = queued(ctx)
     for attempt in (0, 1):  # two starts whose worker died: the record says running
         started = {"state": "running", "attempts": attempt + 1}
-        ctx.store.transition(job_id, {"queued", "running"}, started, attempts=attempt)
+        ctx.store.transition(job_id, Transition({"queued", "running"}, started, attempts=attempt))
     record = run_job(ctx, job_id)
     assert record.state == "failed" and record.error.code == "worker_lost"
     assert record.attempts == 2
@@ -145,7 +145,8 @@ def test_a_running_job_that_shows_no_life_for_its_lease_goes_back_to_the_queue(c
     lease = ctx.settings.export_lease_s
     for job_id, seen in ((lost, now - lease - 1), (alive, now - lease / 2)):
         ctx.store.transition(
-            job_id, {"queued"}, {"state": "running", "attempts": 1, "heartbeat_at": seen}
+            job_id,
+            Transition({"queued"}, {"state": "running", "attempts": 1, "heartbeat_at": seen}),
         )
     assert manager.reap(now) == [lost]
     assert queue.submitted == [lost]

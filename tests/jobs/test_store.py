@@ -10,7 +10,7 @@ import pytest
 
 from service.errors import Problem
 from service.jobs.records import JobRecord, new_job_id
-from service.jobs.store import Caps, Full, MemoryJobStore, RedisJobStore
+from service.jobs.store import Caps, Full, MemoryJobStore, RedisJobStore, Transition
 from service.pipeline.types import RenderOptions
 
 
@@ -54,13 +54,18 @@ def test_concurrent_creates_with_one_key_make_one_job(store):
 
 def test_transition_is_a_compare_and_set(store):
     r = store.create(record())
-    started = store.transition(r.id, {"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    started = store.transition(
+        r.id, Transition({"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    )
     assert started is not None and started.state == "running" and started.attempts == 1
     # A second start with the old attempt count loses, whatever the state allows.
-    assert store.transition(r.id, {"queued", "running"}, {"attempts": 1}, attempts=0) is None
-    assert store.transition(r.id, {"queued"}, {"state": "cancelled"}) is None
+    assert (
+        store.transition(r.id, Transition({"queued", "running"}, {"attempts": 1}, attempts=0))
+        is None
+    )
+    assert store.transition(r.id, Transition({"queued"}, {"state": "cancelled"})) is None
     error = Problem("x", "why")
-    failed = store.transition(r.id, {"running"}, {"state": "failed", "error": error})
+    failed = store.transition(r.id, Transition({"running"}, {"state": "failed", "error": error}))
     assert failed is not None and failed.error == error and failed.finished
     assert store.get(r.id) == failed
     assert store.active_count() == 0
@@ -70,8 +75,8 @@ def test_racing_starts_have_one_winner(store):
     r = store.create(record())
 
     def start(_):
-        return store.transition(r.id, {"queued", "running"}, {"state": "running", "attempts": 1},
-                                attempts=0)  # fmt: skip
+        start = Transition({"queued", "running"}, {"state": "running", "attempts": 1}, attempts=0)
+        return store.transition(r.id, start)
 
     with ThreadPoolExecutor(8) as pool:
         winners = [w for w in pool.map(start, range(16)) if w is not None]
@@ -80,7 +85,7 @@ def test_racing_starts_have_one_winner(store):
 
 def test_only_finished_records_expire(store):
     active, done = store.create(record("a")), store.create(record("b"))
-    store.transition(done.id, {"queued"}, {"state": "cancelled"}, ttl_s=1)
+    store.transition(done.id, Transition({"queued"}, {"state": "cancelled"}, ttl_s=1))
     time.sleep(1.6)
     assert store.get(active.id) is not None
     assert store.get(done.id) is None
@@ -90,12 +95,16 @@ def test_only_finished_records_expire(store):
 
 def test_delete_removes_the_record_and_frees_its_key(store):
     first = store.create(record("k"))
-    store.transition(first.id, {"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    store.transition(
+        first.id, Transition({"queued"}, {"state": "running", "attempts": 1}, attempts=0)
+    )
     kept = store.create(record())
     deleted = store.delete(first.id)
     assert deleted is not None and deleted.id == first.id and deleted.state == "running"
     assert store.get(first.id) is None and store.delete(first.id) is None
-    assert store.transition(first.id, {"running"}, {"progress": 0.5}) is None  # its attempt stops
+    assert (
+        store.transition(first.id, Transition({"running"}, {"progress": 0.5})) is None
+    )  # its attempt stops
     assert store.active_count() == 1 and store.get(kept.id) == kept
     assert store.create(record("k")).id != first.id
 
@@ -123,7 +132,7 @@ def test_a_finished_job_frees_its_place_under_the_caps(store):
     with pytest.raises(Full) as full:
         store.create(record(), caps)
     assert full.value.scope == "tenant"
-    store.transition(first.id, {"queued"}, {"state": "cancelled"})
+    store.transition(first.id, Transition({"queued"}, {"state": "cancelled"}))
     assert store.active_count("t1") == 0
     second = store.create(record(), caps)
     store.delete(second.id)

@@ -102,16 +102,15 @@ def test_a_client_that_stops_reading_is_closed_not_buffered(real_engine) -> None
     worker = _worker(real_engine, batch_window_s=0.0)
 
     async def run() -> connection.Close:
-        outbox = connection.Outbox(settings.preview_send_queue, settings.preview_send_queue_bytes)
-        session = worker.open(CONFIG, connection.deliverer(outbox))
         ws = _DeafClient()
-        with pytest.raises(connection.Close) as closed:
-            with anyio.fail_after(20):
-                await connection.Connection(
-                    ws, worker, session, outbox, settings=settings,
-                    max_frame_bytes=10**6, sent=lambda late_s: None,
-                ).serve()  # fmt: skip
-        assert outbox.queue.qsize() <= settings.preview_send_queue
+        with pytest.raises(connection.Close) as closed, connection.Connection.open(
+            ws, worker, CONFIG, settings=settings,
+            max_frame_bytes=10**6, sent=lambda late_s: None,
+        ) as live, anyio.fail_after(20):  # fmt: skip
+            assert worker.sessions == 1
+            await live.serve()
+        assert worker.sessions == 0  # the connection closed its session as it ended
+        assert live.outbox.queue.qsize() <= settings.preview_send_queue
         assert ws.sent_frames < 100  # closed within a few frames of the outbox filling
         return closed.value
 

@@ -28,10 +28,11 @@ from __future__ import annotations
 import functools
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Literal
 
 import numpy as np
 
-from service.pipeline.types import ContactMarker
+from service.pipeline.types import ContactMarker, MarkerKind
 
 ON_PX = 1.5  # px per 1/30 s an interval must glide at to start a segment
 OFF_PX = 1.0  # and under which a segment ends
@@ -61,10 +62,18 @@ class Glide:
     heading: tuple[float, float] = (0.0, 0.0)
 
 
+GlideKind = Literal["roll", "slide"]
+# A glide's start and end on the timeline.
+MARKS: dict[GlideKind, tuple[MarkerKind, MarkerKind]] = {
+    "roll": ("roll_start", "roll_end"),
+    "slide": ("slide_start", "slide_end"),
+}
+
+
 @dataclass
 class _Segment:
     glides: list[Glide] = field(default_factory=list)  # its last CONFIRM_S, until judged a glide
-    kind: str | None = None  # "roll" or "slide" once judged a glide
+    kind: GlideKind | None = None  # once judged a glide
     speeds: list[float] = field(default_factory=list)  # the last few intervals' speeds
     off_s: float | None = None  # the start of an interval it did not glide in, the last one
 
@@ -72,7 +81,7 @@ class _Segment:
     def seen_s(self) -> float:
         return sum(g.end_s - g.start_s for g in self.glides)
 
-    def judge(self) -> str | None:
+    def judge(self) -> GlideKind | None:
         """A glide goes straight and does not speed up: a body moving over a surface has no
         force across its path and none driving it on, where a swung, thrown or falling one
         turns or gains speed."""
@@ -119,10 +128,9 @@ class GlideLayer:
             segment.glides.append(glide)
             while segment.seen_s - (glide.end_s - glide.start_s) >= CONFIRM_S - 1e-9:
                 del segment.glides[0]
-            if segment.seen_s >= CONFIRM_S - 1e-9 and segment.judge() is not None:
-                start = segment.glides[0].start_s
-                self.markers.append(ContactMarker(start, f"{segment.kind}_start"))  # type: ignore[arg-type]
-        voiced = segment.kind in ("roll", "slide")
+            if segment.seen_s >= CONFIRM_S - 1e-9 and (kind := segment.judge()) is not None:
+                self.markers.append(ContactMarker(segment.glides[0].start_s, MARKS[kind][0]))
+        voiced = segment.kind is not None
         self._level = min(MAX_LEVEL, LEVEL_PER_PX * float(np.mean(segment.speeds))) * voiced
         return self._step(glide.start_s, self._level, segment.kind)
 
@@ -134,12 +142,12 @@ class GlideLayer:
     def _end(self, segment: _Segment, at_s: float, silent_from_s: float) -> None:
         """End `segment` at `at_s` (its marker); the level falls from `silent_from_s`, which is
         never before audio already taken (the interval it held through is out)."""
-        if segment.kind in ("roll", "slide"):
-            self.markers.append(ContactMarker(at_s, f"{segment.kind}_end"))  # type: ignore[arg-type]
+        if segment.kind is not None:
+            self.markers.append(ContactMarker(at_s, MARKS[segment.kind][1]))
         self._segment, self._level = None, 0.0
         self._step(silent_from_s, 0.0, None)
 
-    def _step(self, start_s: float, level: float, kind: str | None) -> None:
+    def _step(self, start_s: float, level: float, kind: GlideKind | None) -> None:
         start = round(start_s * self.sample_rate)
         if start < self.taken:
             raise ValueError(f"a level from {start_s:.6f} s, after its samples were taken")
