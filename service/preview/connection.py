@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 
 import anyio
@@ -96,9 +96,9 @@ class Connection:
         Problem."""
         outcome: list[Close] = []
 
-        async def guarded(task: Callable[[], object]) -> None:
+        async def guarded(task: Callable[[], Awaitable[None]]) -> None:
             try:
-                await task()  # type: ignore[misc]
+                await task()
             except Close as close:
                 outcome.append(close)
             except WebSocketDisconnect:
