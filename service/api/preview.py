@@ -1,7 +1,8 @@
 """`/v1/preview`: the live preview WebSocket (protocol: service.preview.protocol, docs/preview.md).
 
-The route admits a connection (origin, API key, the tenant's share, the config) and opens its
-session; the connection itself runs in service.preview.connection."""
+The route admits a connection (origin, API key, the tenant's share, the config) and holds the
+tenant's slot while it lasts; the connection (service.preview.connection) opens the worker's
+session, runs it and closes it."""
 
 from __future__ import annotations
 

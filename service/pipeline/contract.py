@@ -25,6 +25,10 @@ input by L frames. `service.pipeline.streaming` runs this.
 
 The config is written by `engines.export` from the trained model; nothing here is a default for a
 model hyperparameter.
+
+What every kind of tier states (`TierHeader`) and how its config is read (`read_config`,
+`header`) are here too: the event kinds (`EventTier`: service.pipeline.contacts.tier,
+service.pipeline.motion.tier) build on them.
 """
 
 from __future__ import annotations

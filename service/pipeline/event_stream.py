@@ -34,6 +34,9 @@ FiredT = TypeVar("FiredT", bound=Fired)
 
 
 class EventStream(ABC, Generic[TierT, FiredT]):
+    """One stream of an event kind, as the module states; a kind says how it decides events
+    (`push`, `finish`) and what each one is on the timeline (`markers`, `marker_of`)."""
+
     def __init__(
         self,
         tier: TierT,
