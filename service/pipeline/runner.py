@@ -273,6 +273,7 @@ class ContactRunner(_EventRunner[ContactTier]):
         self, streams: list[ContactSynth], frames: list[tuple[np.ndarray, np.ndarray]]
     ) -> Rounds:
         """The localiser runs once for every stream's frames of the batch."""
+        glides = [len(s.glide_markers) for s in streams]
         prepared = [s.prepare(*f) for s, f in zip(streams, frames, strict=True)]
         ready = [(i, f) for i, f in enumerate(prepared) if f is not None]
         with self.timer("localiser"):
@@ -280,7 +281,7 @@ class ContactRunner(_EventRunner[ContactTier]):
         audio: list[Iterator[np.ndarray]] = [iter(())] * len(streams)
         for (i, f), objects in zip(ready, found, strict=True):
             audio[i] = streams[i].follow(f, objects)
-        return self._rounds(streams, audio, [0] * len(streams))
+        return self._rounds(streams, audio, glides)
 
 
 class MotionRunner(_EventRunner[MotionTier]):

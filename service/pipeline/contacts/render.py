@@ -26,14 +26,12 @@ provided events are added before the samples they start on are taken (`add` refu
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from service.pipeline.contacts.tier import RendererSpec
-from service.pipeline.streaming import StageTimer
 
 LIMIT_KNEE = 0.9
 LIMIT_CEILING = 0.99  # < 1 even after float32 rounding, which tanh(large) = 1.0 would not be
@@ -65,20 +63,6 @@ class Event:
 def first_sample(time_s: float, sample_rate: int) -> int:
     """The first sample at or after `time_s`: where a sound starting then is heard."""
     return int(np.ceil(time_s * sample_rate - 1e-9))
-
-
-def emit(
-    renderer: EventRenderer, end: int, timer: StageTimer, *, last: bool = False
-) -> Iterator[np.ndarray]:
-    """The renderer's audio up to sample `end`, a second at most at a time: a long gap between
-    two frames is that much audio, never held at once. `last`: the stream's end, which yields
-    at least one (maybe empty) chunk."""
-    if last and end <= renderer.taken:
-        yield np.zeros(0, np.float32)
-    while renderer.taken < end:
-        with timer("render"):
-            chunk = renderer.take(min(end - renderer.taken, renderer.sample_rate))
-        yield chunk
 
 
 class Layer(Protocol):
